@@ -1,0 +1,24 @@
+// Small text helpers shared by the file loaders and the CLI.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace cohort::detail {
+
+// "80GiB", "1.5 GB", "4096", "64k" -> bytes. Decimal (kB, MB, GB, TB, PB) and
+// binary (KiB, MiB, GiB, TiB, PiB) units, case-insensitive; "k"/"m"/"g"/"t"
+// alone are binary. Empty on anything else, negative or past 2^63.
+std::optional<uint64_t> parse_size(std::string_view text);
+// 1610612736 -> "1.5GiB".
+std::string format_size(uint64_t bytes);
+// Orders "node-2" before "node-10": digit runs compare as numbers.
+bool natural_less(std::string_view a, std::string_view b);
+// The closest of `candidates` to `word` by edit distance, if close enough to
+// be a likely typo ("did you mean ...?").
+std::optional<std::string_view> closest_word(std::string_view word,
+                                             std::initializer_list<std::string_view> candidates);
+
+}  // namespace cohort::detail
