@@ -1,0 +1,13 @@
+// The whole C++ API of cohort.
+#pragma once
+
+#include <cohort/dataset.hpp>
+#include <cohort/epoch.hpp>
+#include <cohort/error.hpp>
+#include <cohort/node.hpp>
+#include <cohort/rank_order.hpp>
+#include <cohort/sharding.hpp>
+#include <cohort/shards.hpp>
+#include <cohort/topology.hpp>
+#include <cohort/units.hpp>
+#include <cohort/version.hpp>
