@@ -1,0 +1,350 @@
+/*
+ * cohort.h: the stable C ABI of cohort.
+ *
+ * The contract (read this before calling anything):
+ *
+ *  1. Handles are opaque. Every handle a function creates has a named inverse:
+ *     cohort_X_create / cohort_X_load_* pair with cohort_X_destroy. Destroy
+ *     functions accept NULL and never fail.
+ *  2. Every fallible function returns an int status: COHORT_OK (0) on success,
+ *     one of the positive COHORT_ERR_* codes otherwise. Codes never change
+ *     value and are never reused. Out-parameters are written only on
+ *     success, except the *count of a COHORT_ERR_BUFFER_TOO_SMALL failure.
+ *  3. No C++ exception ever crosses this boundary. After a failure,
+ *     cohort_last_error() returns the message of the last failure on the
+ *     calling thread (what failed, where, and what to do about it);
+ *     cohort_strerror(code) names a code.
+ *  4. Buffers are passed as pointer + length; integers are fixed width;
+ *     strings are NUL-terminated UTF-8 unless a length is given.
+ *  5. Ownership: input pointers stay owned by the caller and are copied if
+ *     kept. A "const char*" returned through an out-parameter is borrowed from
+ *     the handle it came from and stays valid until that handle is destroyed or
+ *     modified. A "char**" out-parameter receives memory the library allocated
+ *     for the caller, which the caller releases with cohort_free() (never with
+ *     its own free(): the caller may use a different C runtime).
+ *  6. Callbacks are a function pointer plus a void* user_data that the
+ *     library passes back untouched and never frees.
+ *  7. Thread safety: distinct handles may be used from distinct threads at
+ *     once. One handle may be read from several threads at once, but a call
+ *     that modifies it must not overlap any other call on it.
+ *  8. Enumerations are int32_t constants, never C enums, so their size is
+ *     part of the ABI.
+ */
+#ifndef COHORT_H
+#define COHORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define COHORT_VERSION_MAJOR 0
+#define COHORT_VERSION_MINOR 1
+#define COHORT_VERSION_PATCH 0
+
+#if defined(_WIN32)
+#if defined(COHORT_BUILDING_LIBRARY)
+#define COHORT_API __declspec(dllexport)
+#else
+#define COHORT_API
+#endif
+#elif defined(COHORT_BUILDING_LIBRARY)
+#define COHORT_API __attribute__((visibility("default")))
+#else
+#define COHORT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status */
+
+#define COHORT_OK 0
+#define COHORT_ERR_INVALID_ARGUMENT 1 /* a bad argument to an API call */
+#define COHORT_ERR_PARSE 2            /* malformed or invalid file/text */
+#define COHORT_ERR_IO 3               /* a file could not be read */
+#define COHORT_ERR_NOT_FOUND 4        /* a named thing does not exist */
+#define COHORT_ERR_OUT_OF_RANGE 5     /* an index past the end */
+#define COHORT_ERR_TIMEOUT 6          /* a deadline passed */
+#define COHORT_ERR_UNAVAILABLE 7      /* a peer or service cannot be reached */
+#define COHORT_ERR_NO_MEMORY 8        /* an allocation failed */
+#define COHORT_ERR_CALLBACK 9         /* a user callback reported failure */
+#define COHORT_ERR_INTERNAL 10        /* a bug in cohort: please report it */
+#define COHORT_ERR_BUFFER_TOO_SMALL 11 /* the caller's buffer is too small */
+#define COHORT_ERR_UNSATISFIABLE 12   /* a request the inputs cannot meet */
+
+/* "0.1.0"; static storage. */
+COHORT_API const char* cohort_version(void);
+/* The message of the last failure on this thread, or "" if none; static
+ * thread-local storage, valid until the next failing call on this thread. */
+COHORT_API const char* cohort_last_error(void);
+/* A short name for a status code ("invalid argument"); static storage. */
+COHORT_API const char* cohort_strerror(int code);
+/* Releases memory the library returned through a char** (or other
+ * library-allocated) out-parameter. NULL is ignored. */
+COHORT_API void cohort_free(void* ptr);
+
+/* --------------------------------------------------------------- topology */
+
+/* Node roles. */
+#define COHORT_ROLE_WORKER 0
+#define COHORT_ROLE_CHIEF 1
+#define COHORT_ROLE_EVALUATOR 2
+#define COHORT_ROLE_PARAMETER_SERVER 3
+#define COHORT_ROLE_COORDINATOR 4
+/* Role masks for rank orders: bit (1 << role). */
+#define COHORT_ROLES_TRAINING ((1u << COHORT_ROLE_WORKER) | (1u << COHORT_ROLE_CHIEF))
+#define COHORT_ROLES_ALL 0x1Fu
+
+/* Node status. */
+#define COHORT_STATUS_READY 0
+#define COHORT_STATUS_JOINING 1
+#define COHORT_STATUS_DRAINING 2
+#define COHORT_STATUS_DOWN 3
+
+/* Locality levels, closest first. */
+#define COHORT_LEVEL_HOST 0
+#define COHORT_LEVEL_SWITCH 1
+#define COHORT_LEVEL_RACK 2
+#define COHORT_LEVEL_ZONE 3
+#define COHORT_LEVEL_REGION 4
+
+/* Node string fields for cohort_topology_node_str. */
+#define COHORT_FIELD_ID 0
+#define COHORT_FIELD_HOST 1
+#define COHORT_FIELD_ADDRESS 2
+#define COHORT_FIELD_SWITCH 3
+#define COHORT_FIELD_RACK 4
+#define COHORT_FIELD_ZONE 5
+#define COHORT_FIELD_REGION 6
+#define COHORT_FIELD_ROLE 7   /* "worker", "chief", ... */
+#define COHORT_FIELD_STATUS 8 /* "ready", "joining", ... */
+
+/* File formats for *_load_string. AUTO guesses from the text. */
+#define COHORT_FORMAT_AUTO 0
+#define COHORT_FORMAT_YAML 1
+#define COHORT_FORMAT_JSON 2
+#define COHORT_FORMAT_LISTING 3 /* datasets only: "PATH BYTES [RECORDS]" lines */
+
+typedef struct cohort_topology cohort_topology;
+
+/* An empty cluster, to fill with cohort_topology_add_node. */
+COHORT_API int cohort_topology_create(cohort_topology** out);
+/* Loads a cluster file (.yaml, .yml or .json; see docs/formats.md). Errors
+ * name the file, line, column and field path. */
+COHORT_API int cohort_topology_load_file(const char* path, cohort_topology** out);
+/* Same from memory; source_name (may be NULL) is used in messages. */
+COHORT_API int cohort_topology_load_string(const char* text, size_t length, int32_t format,
+                                           const char* source_name, cohort_topology** out);
+COHORT_API void cohort_topology_destroy(cohort_topology* topology);
+
+/* Adds a node with status READY and no GPUs. id must be unique; host may be
+ * NULL or "" (then the node is its own host); address may be NULL. */
+COHORT_API int cohort_topology_add_node(cohort_topology* topology, const char* id,
+                                        const char* host, const char* address, int32_t role);
+/* Sets one locality label (level SWITCH..REGION; "" or NULL clears it). */
+COHORT_API int cohort_topology_set_locality(cohort_topology* topology, const char* id,
+                                            int32_t level, const char* label);
+COHORT_API int cohort_topology_set_gpus(cohort_topology* topology, const char* id,
+                                        uint32_t gpu_count, uint64_t gpu_memory_bytes);
+COHORT_API int cohort_topology_set_status(cohort_topology* topology, const char* id,
+                                          int32_t status);
+
+/* Number of nodes, in file (insertion) order. */
+COHORT_API int cohort_topology_node_count(const cohort_topology* topology, uint32_t* out);
+/* Index of the node with this id. */
+COHORT_API int cohort_topology_find(const cohort_topology* topology, const char* id,
+                                    uint32_t* index);
+/* A string field (COHORT_FIELD_*) of node `index`; borrowed (contract 5). */
+COHORT_API int cohort_topology_node_str(const cohort_topology* topology, uint32_t index,
+                                        int32_t field, const char** out);
+COHORT_API int cohort_topology_node_info(const cohort_topology* topology, uint32_t index,
+                                         int32_t* role, int32_t* status, uint32_t* gpu_count,
+                                         uint64_t* gpu_memory_bytes);
+/* The whole cluster as JSON in the file schema; free with cohort_free. */
+COHORT_API int cohort_topology_to_json(const cohort_topology* topology, char** json,
+                                       size_t* length);
+
+/* ------------------------------------------------------------- rank order */
+
+typedef struct cohort_rank_order cohort_rank_order;
+
+typedef struct cohort_rank_info {
+    uint32_t node_index;       /* index into the topology */
+    uint32_t local_rank;       /* rank within its host */
+    uint32_t local_world_size; /* ranked nodes on its host */
+    uint32_t node_rank;        /* index of its host among hosts in rank order */
+} cohort_rank_info;
+
+/* Ranks the READY nodes whose role bit is in role_mask (0 means
+ * COHORT_ROLES_TRAINING), contiguous per host, switch, rack, zone and region,
+ * chief first. The same set of nodes always gets the same ranks. */
+COHORT_API int cohort_rank_order_create(const cohort_topology* topology, uint32_t role_mask,
+                                        cohort_rank_order** out);
+COHORT_API void cohort_rank_order_destroy(cohort_rank_order* order);
+COHORT_API int cohort_rank_order_size(const cohort_rank_order* order, uint32_t* world_size);
+COHORT_API int cohort_rank_order_host_count(const cohort_rank_order* order, uint32_t* hosts);
+COHORT_API int cohort_rank_order_get(const cohort_rank_order* order, uint32_t rank,
+                                     cohort_rank_info* out);
+/* The rank of a node id; COHORT_ERR_NOT_FOUND if it is not ranked. */
+COHORT_API int cohort_rank_order_rank_of(const cohort_rank_order* order, const char* id,
+                                         uint32_t* rank);
+/* How many edges of the closed ring rank 0 -> 1 -> ... -> 0 join two nodes
+ * in different groups at `level` (COHORT_LEVEL_*). */
+COHORT_API int cohort_ring_crossings(const cohort_rank_order* order, int32_t level,
+                                     uint32_t* crossings);
+
+/* ---------------------------------------------------------------- dataset */
+
+#define COHORT_RECORDS_UNKNOWN UINT64_MAX
+
+typedef struct cohort_dataset cohort_dataset;
+
+COHORT_API int cohort_dataset_create(cohort_dataset** out);
+/* Loads a dataset listing (.yaml, .yml, .json, or a text listing; see
+ * docs/formats.md). */
+COHORT_API int cohort_dataset_load_file(const char* path, cohort_dataset** out);
+COHORT_API int cohort_dataset_load_string(const char* text, size_t length, int32_t format,
+                                          const char* source_name, cohort_dataset** out);
+COHORT_API void cohort_dataset_destroy(cohort_dataset* dataset);
+/* records may be COHORT_RECORDS_UNKNOWN. Paths must be unique. */
+COHORT_API int cohort_dataset_add_file(cohort_dataset* dataset, const char* path,
+                                       uint64_t bytes, uint64_t records);
+COHORT_API int cohort_dataset_file_count(const cohort_dataset* dataset, uint32_t* out);
+COHORT_API int cohort_dataset_file(const cohort_dataset* dataset, uint32_t index,
+                                   const char** path, uint64_t* bytes, uint64_t* records);
+COHORT_API int cohort_dataset_total_bytes(const cohort_dataset* dataset, uint64_t* out);
+
+/* ----------------------------------------------------------------- shards */
+
+typedef struct cohort_shards cohort_shards;
+
+/* Splits the dataset into shards of byte ranges. Give exactly one of
+ * shard_bytes (a target: shards are as even as possible and none larger) or
+ * shard_count; the other is 0. No shard is empty; every byte of every file
+ * is in exactly one shard; a shard may span consecutive files. The shards
+ * keep their own copy of the file list. */
+COHORT_API int cohort_shards_split(const cohort_dataset* dataset, uint64_t shard_bytes,
+                                   uint64_t shard_count, cohort_shards** out);
+COHORT_API void cohort_shards_destroy(cohort_shards* shards);
+COHORT_API int cohort_shards_count(const cohort_shards* shards, uint64_t* out);
+/* Bytes and estimated records (COHORT_RECORDS_UNKNOWN if any file's record
+ * count is unknown) of one shard, and how many file segments it has. */
+COHORT_API int cohort_shards_info(const cohort_shards* shards, uint64_t shard, uint64_t* bytes,
+                                  uint64_t* records, uint32_t* segments);
+/* Segment `segment` of a shard: file index and byte range [begin, end). */
+COHORT_API int cohort_shards_segment(const cohort_shards* shards, uint64_t shard,
+                                     uint32_t segment, uint32_t* file, uint64_t* begin,
+                                     uint64_t* end);
+
+/* ------------------------------------------------------------- shard plan */
+
+#define COHORT_STRATEGY_ROUND_ROBIN 0
+#define COHORT_STRATEGY_HASH 1
+#define COHORT_STRATEGY_LOCALITY 2
+#define COHORT_STRATEGY_RANDOM 3
+#define COHORT_STRATEGY_CUSTOM 4
+
+typedef struct cohort_plan_options cohort_plan_options;
+typedef struct cohort_shard_plan cohort_shard_plan;
+
+/* Custom strategy: returns the member index (0 .. member_count-1) for replica
+ * `replica` of `shard`, given the members already chosen for it (`taken`,
+ * `taken_count` entries), or a negative value to abort planning with
+ * COHORT_ERR_CALLBACK. A member already taken is rejected. Called from the
+ * planning thread only, for every shard in order, replica 0 first. */
+typedef int64_t (*cohort_assign_fn)(void* user_data, uint64_t shard, uint32_t replica,
+                                    const uint32_t* taken, uint32_t taken_count,
+                                    uint32_t member_count);
+
+/* Defaults: HASH, replication 1, seed 0, load slack 0, weights
+ * locality 1.0, load 0.5, hardware 0.1. */
+COHORT_API int cohort_plan_options_create(cohort_plan_options** out);
+COHORT_API void cohort_plan_options_destroy(cohort_plan_options* options);
+COHORT_API int cohort_plan_options_set_strategy(cohort_plan_options* options, int32_t strategy);
+COHORT_API int cohort_plan_options_set_replication(cohort_plan_options* options,
+                                                   uint32_t replication);
+COHORT_API int cohort_plan_options_set_seed(cohort_plan_options* options, uint64_t seed);
+/* Which ready nodes hold shards: a mask of (1 << COHORT_ROLE_*); 0 means
+ * COHORT_ROLES_TRAINING, the default. */
+COHORT_API int cohort_plan_options_set_roles(cohort_plan_options* options, uint32_t role_mask);
+/* HASH: a node may hold up to ceil(average * (1 + slack)) placements. */
+COHORT_API int cohort_plan_options_set_load_slack(cohort_plan_options* options, double slack);
+/* LOCALITY: how much a node having the data, its load and its hardware
+ * (GPU count x memory, relative to the best node) weigh. */
+COHORT_API int cohort_plan_options_set_weights(cohort_plan_options* options, double locality,
+                                               double load, double hardware);
+/* LOCALITY: node `node_id` holds `file_path` with score in [0, 1]
+ * (1 = on local disk). Files and nodes not named score 0. */
+COHORT_API int cohort_plan_options_add_locality(cohort_plan_options* options,
+                                                const char* node_id, const char* file_path,
+                                                double score);
+/* LOCALITY: adds every entry of a locality file, YAML or JSON
+ * {NODE_ID: {FILE_PATH: SCORE}} (docs/formats.md). */
+COHORT_API int cohort_plan_options_load_locality(cohort_plan_options* options, const char* path);
+/* CUSTOM: the callback; user_data is passed back untouched. */
+COHORT_API int cohort_plan_options_set_custom(cohort_plan_options* options,
+                                              cohort_assign_fn fn, void* user_data);
+
+/* Assigns every shard to `replication` distinct members. The members are
+ * the READY nodes of `members` whose role is in the options' role mask. The plan copies what it needs:
+ * the shards and members may be destroyed afterwards. */
+COHORT_API int cohort_shard_plan_create(const cohort_shards* shards,
+                                        const cohort_topology* members,
+                                        const cohort_plan_options* options,
+                                        cohort_shard_plan** out);
+/* A new plan for a changed membership: shards of departed members move,
+ * plus the fewest needed to bring newcomers up to an even share; the rest
+ * stay. The new plan's cohort_shard_plan_moved reports how many placements
+ * moved. options may be NULL to reuse the plan's own. */
+COHORT_API int cohort_shard_plan_replan(const cohort_shard_plan* plan,
+                                        const cohort_topology* new_members,
+                                        const cohort_plan_options* options,
+                                        cohort_shard_plan** out);
+COHORT_API void cohort_shard_plan_destroy(cohort_shard_plan* plan);
+
+COHORT_API int cohort_shard_plan_shard_count(const cohort_shard_plan* plan, uint64_t* out);
+COHORT_API int cohort_shard_plan_replication(const cohort_shard_plan* plan, uint32_t* out);
+COHORT_API int cohort_shard_plan_member_count(const cohort_shard_plan* plan, uint32_t* out);
+/* Borrowed id of member `member`. */
+COHORT_API int cohort_shard_plan_member_id(const cohort_shard_plan* plan, uint32_t member,
+                                           const char** id);
+/* The member holding replica `replica` of `shard` (replica 0 is primary). */
+COHORT_API int cohort_shard_plan_owner(const cohort_shard_plan* plan, uint64_t shard,
+                                       uint32_t replica, uint32_t* member);
+/* How many placements (shard replicas) a member holds. */
+COHORT_API int cohort_shard_plan_load(const cohort_shard_plan* plan, uint32_t member,
+                                      uint64_t* load);
+/* The shards a member holds, ascending. Always sets *count to the full
+ * count; fills `shards` only if capacity >= count, else returns
+ * COHORT_ERR_BUFFER_TOO_SMALL (call with capacity 0 to size the buffer). */
+COHORT_API int cohort_shard_plan_member_shards(const cohort_shard_plan* plan, uint32_t member,
+                                               uint64_t* shards, size_t capacity,
+                                               size_t* count);
+/* Placements moved by the replan that made this plan (0 for a fresh plan). */
+COHORT_API int cohort_shard_plan_moved(const cohort_shard_plan* plan, uint64_t* moved);
+/* The plan as JSON (strategy, members, shards with segments, owners, loads);
+ * free with cohort_free. */
+COHORT_API int cohort_shard_plan_to_json(const cohort_shard_plan* plan, char** json,
+                                         size_t* length);
+
+/* ------------------------------------------------------------ epoch order */
+
+#define COHORT_EPOCH_SHUFFLE 1u   /* permute; otherwise keep 0..n-1 order */
+#define COHORT_EPOCH_DROP_LAST 2u /* drop the tail instead of padding */
+
+/* The indices rank `rank` of `world_size` visits in `epoch`, as torch's
+ * DistributedSampler: a permutation of 0..n-1 from (seed, epoch), identical
+ * on every rank and platform, padded by repeating from its start (or
+ * trimmed with DROP_LAST) to a multiple of world_size, then every
+ * world_size-th index from position `rank`. Always sets *count to the full
+ * count; fills `indices` only if capacity >= count, else returns
+ * COHORT_ERR_BUFFER_TOO_SMALL. */
+COHORT_API int cohort_epoch_order(uint64_t n, uint64_t seed, uint64_t epoch, uint32_t rank,
+                                  uint32_t world_size, uint32_t flags, uint64_t* indices,
+                                  size_t capacity, size_t* count);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* COHORT_H */

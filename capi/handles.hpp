@@ -1,0 +1,68 @@
+// What each opaque C handle holds, and the one place C++ exceptions become
+// status codes. Nothing but the C ABI's mapping lives in capi/.
+#pragma once
+
+#include "cohort.h"
+
+#include <cohort/cohort.hpp>
+
+#include <cstring>
+#include <new>
+#include <string>
+
+struct cohort_topology {
+    cohort::Topology impl;
+};
+struct cohort_rank_order {
+    cohort::RankOrder impl;
+};
+struct cohort_dataset {
+    cohort::Dataset impl;
+};
+struct cohort_shards {
+    cohort::ShardSet impl;
+};
+struct cohort_plan_options {
+    cohort::PlanOptions impl;
+};
+struct cohort_shard_plan {
+    cohort::ShardPlan impl;
+};
+
+namespace cohort::capi {
+
+void set_last_error(const char* message) noexcept;
+const char* last_error_message() noexcept;
+
+// Runs `body`, turning any exception into a status and the thread's last
+// error. No exception leaves this function.
+template <typename Body>
+int guard(Body&& body) noexcept {
+    try {
+        body();
+        return COHORT_OK;
+    } catch (const cohort::Error& e) {
+        set_last_error(e.what());
+        return static_cast<int>(e.code());
+    } catch (const std::bad_alloc&) {
+        set_last_error("out of memory");
+        return COHORT_ERR_NO_MEMORY;
+    } catch (const std::exception& e) {
+        set_last_error((std::string("internal error: ") + e.what()).c_str());
+        return COHORT_ERR_INTERNAL;
+    } catch (...) {
+        set_last_error("internal error: unknown exception");
+        return COHORT_ERR_INTERNAL;
+    }
+}
+
+// Throws Error(invalid_argument) "FUNCTION: WHAT must not be NULL".
+inline void require(const void* pointer, const char* function, const char* what) {
+    if (pointer == nullptr)
+        throw Error(Errc::invalid_argument, std::string(function) + ": " + what + " must not be NULL");
+}
+
+// A copy of `text` in memory the caller frees with cohort_free.
+char* copy_out(const std::string& text);
+
+}  // namespace cohort::capi
