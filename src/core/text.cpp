@@ -68,7 +68,7 @@ std::optional<uint64_t> parse_size(std::string_view text) {
     auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
     if (ec != std::errc() || end != number.data() + number.size()) return std::nullopt;
     const double bytes = std::round(value * *factor);
-    if (!(bytes >= 0) || bytes > 9.2e18) return std::nullopt;
+    if (!(bytes >= 0) || bytes > 0x1p63) return std::nullopt;
     return static_cast<uint64_t>(bytes);
 }
 
@@ -118,6 +118,11 @@ bool natural_less(std::string_view a, std::string_view b) {
 
 std::optional<std::string_view> closest_word(std::string_view word,
                                              std::initializer_list<std::string_view> candidates) {
+    // A word cut short ("gpu_mem" for "gpu_memory") is the likeliest typo.
+    if (word.size() >= 3) {
+        for (std::string_view candidate : candidates)
+            if (candidate.size() > word.size() && candidate.substr(0, word.size()) == word) return candidate;
+    }
     std::optional<std::string_view> best;
     std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
     std::vector<std::size_t> row;

@@ -9,6 +9,7 @@
 
 #include <cohort/error.hpp>
 
+#include <algorithm>
 #include <queue>
 #include <unordered_map>
 
@@ -32,7 +33,13 @@ public:
                                         e.node_id, e.file_path));
             }
             // Nodes that are not members (they left, or are not ready) are skipped.
-            if (auto member = c.members.find(e.node_id)) by_file_[*file].push_back({static_cast<uint32_t>(*member), e.score});
+            auto member = c.members.find(e.node_id);
+            if (!member) continue;
+            // A node named twice for one file keeps its best score.
+            auto& entries = by_file_[*file];
+            auto same = std::find_if(entries.begin(), entries.end(), [&](const auto& x) { return x.first == *member; });
+            if (same != entries.end()) same->second = std::max(same->second, e.score);
+            else entries.push_back({static_cast<uint32_t>(*member), e.score});
         }
         for (uint32_t m = 0; m < placement_.size(); ++m) push(m);
     }
@@ -59,13 +66,12 @@ public:
             };
             for (uint32_t m : touched_)
                 if (placement_.allows(m, taken, s)) consider(m);
-            if (s != Strictness::over_cap) {
+            if (s.within_cap) {
                 if (auto m = best_without_locality(taken, s)) consider(*m);
-            } else if (!best) {
-                best = placement_.scan(static_cast<uint32_t>(shard % placement_.size()), taken);
             }
             if (best) break;
         }
+        if (!best) best = placement_.scan(static_cast<uint32_t>(shard % placement_.size()), taken);
         for (uint32_t m : touched_) locality_[m] = 0.0;
         if (!best) throw Error(Errc::unsatisfiable, fmt::format("no member can take shard {}", shard));
         last_ = *best;

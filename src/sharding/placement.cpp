@@ -19,8 +19,13 @@ uint32_t intern(std::map<Key, uint32_t>& ids, Key key) {
 
 }  // namespace
 
-Placement::Placement(const Topology& members, uint32_t replication, uint64_t /*shard_count*/, uint64_t cap)
-    : loads_(members.size(), 0), cap_(cap) {
+Placement::Placement(const Topology& members, uint32_t replication, uint64_t cap, bool even, uint64_t placements)
+    : loads_(members.size(), 0), cap_(cap), cap_quota_(members.size()) {
+    if (even && !members.empty()) {
+        const uint64_t n = members.size();
+        cap_ = placements / n + (placements % n != 0 ? 1 : 0);
+        cap_quota_ = placements % n != 0 ? placements % n : n;
+    }
     std::map<std::string, uint32_t> hosts;
     std::map<std::array<std::string, 4>, uint32_t> racks;
     double best = 0;
@@ -41,11 +46,11 @@ Placement::Placement(const Topology& members, uint32_t replication, uint64_t /*s
 }
 
 bool Placement::allows(uint32_t m, std::span<const uint32_t> taken, Strictness strictness) const {
-    if (strictness != Strictness::over_cap && loads_[m] >= cap_) return false;
+    if (strictness.within_cap && !has_room(m)) return false;
     for (uint32_t t : taken) {
         if (t == m) return false;
-        if (strictness <= Strictness::any_host && distinct_hosts_ && host_[t] == host_[m]) return false;
-        if (strictness == Strictness::strict && distinct_racks_ && rack_[t] == rack_[m]) return false;
+        if (strictness.spread != Spread::none && distinct_hosts_ && host_[t] == host_[m]) return false;
+        if (strictness.spread == Spread::hosts_and_racks && distinct_racks_ && rack_[t] == rack_[m]) return false;
     }
     return true;
 }
@@ -62,25 +67,43 @@ std::optional<uint32_t> Placement::scan(uint32_t start, std::span<const uint32_t
 }
 
 uint32_t SlotTable::bits_for(std::size_t members) {
-    // At least twice as many slots as members: about two probes per choice.
-    return std::max<uint32_t>(1, static_cast<uint32_t>(std::bit_width(std::max<std::size_t>(members, 1) - 1)) + 1);
+    const std::size_t virtual_slots = std::max<std::size_t>(members, 1) * kSlotsPerMember;
+    return static_cast<uint32_t>(std::bit_width(virtual_slots - 1)) + 1;
 }
 
 SlotTable::SlotTable(const Topology& members, uint64_t seed, uint32_t bits)
-    : seed_(seed), bits_(bits), mask_((uint64_t{1} << bits) - 1), slots_(mask_ + 1, kEmpty) {
+    : seed_(seed), bits_(bits), mask_((uint64_t{1} << bits) - 1), begin_(mask_ + 2, 0) {
     const auto n = static_cast<uint32_t>(members.size());
-    if (n > mask_ + 1) throw Error(Errc::internal, "hash slot table smaller than the membership");
-    std::vector<std::pair<uint64_t, uint32_t>> by_hash(n);
-    for (uint32_t m = 0; m < n; ++m) by_hash[m] = {hash_string(members[m].id, seed), m};
-    // Placing members in hash order (not input order) keeps the table the
-    // same for the same set of ids.
-    std::sort(by_hash.begin(), by_hash.end());
-    slot_of_.resize(n);
-    for (const auto& [hash, m] : by_hash) {
-        uint64_t s = hash & mask_;
-        while (slots_[s] != kEmpty) s = (s + 1) & mask_;
-        slots_[s] = m;
-        slot_of_[m] = s;
+    hashes_.resize(n);
+    slot_of_.resize(std::size_t{n} * kSlotsPerMember);
+    for (uint32_t m = 0; m < n; ++m) {
+        hashes_[m] = hash_string(members[m].id, seed);
+        for (uint32_t v = 0; v < kSlotsPerMember; ++v) {
+            const uint64_t s = hash_combine(hashes_[m], v) & mask_;
+            slot_of_[std::size_t{m} * kSlotsPerMember + v] = s;
+            ++begin_[s + 1];
+        }
+    }
+    for (std::size_t s = 1; s < begin_.size(); ++s) begin_[s] += begin_[s - 1];
+    members_.resize(slot_of_.size());
+    std::vector<uint32_t> fill(begin_.begin(), begin_.end() - 1);
+    for (uint32_t m = 0; m < n; ++m)
+        for (uint32_t v = 0; v < kSlotsPerMember; ++v) members_[fill[slot_of_[std::size_t{m} * kSlotsPerMember + v]]++] = m;
+}
+
+void SlotTable::probe(uint64_t key, uint64_t i, std::vector<uint32_t>& out) const {
+    const auto here = slot(key, i);
+    const auto first = static_cast<std::ptrdiff_t>(out.size());
+    out.insert(out.end(), here.begin(), here.end());
+    if (here.size() > 1) {
+        // Highest random weight first within a shared slot; a member owning
+        // two slots that coincide appears once.
+        std::sort(out.begin() + first, out.end(), [&](uint32_t a, uint32_t b) {
+            const uint64_t wa = hash_combine(key, hashes_[a]);
+            const uint64_t wb = hash_combine(key, hashes_[b]);
+            return wa != wb ? wa > wb : hashes_[a] < hashes_[b];
+        });
+        out.erase(std::unique(out.begin() + first, out.end()), out.end());
     }
 }
 

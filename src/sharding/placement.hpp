@@ -13,15 +13,29 @@
 
 namespace cohort::detail {
 
-// How strict a placement is. Strategies try kStrict first and relax only when
-// no member qualifies: first the rack rule, then the host rule, then the cap.
-enum class Strictness { strict = 0, any_rack = 1, any_host = 2, over_cap = 3 };
-inline constexpr Strictness kStrictnessLevels[] = {Strictness::strict, Strictness::any_rack,
-                                                    Strictness::any_host, Strictness::over_cap};
+// How strict a placement is: which spreading rules for the replicas of one
+// shard hold (distinct hosts, distinct racks; each only where there are at
+// least `replication` of them), and whether the member must be under the cap.
+enum class Spread { hosts_and_racks, hosts, none };
+struct Strictness {
+    Spread spread;
+    bool within_cap;
+};
+inline constexpr Strictness kStrict{Spread::hosts_and_racks, true};
+// The order in which rules are given up when no member qualifies: a member
+// goes over the cap before replicas share a rack, and shares a rack before
+// replicas share a host.
+inline constexpr Strictness kStrictnessLevels[] = {
+    {Spread::hosts_and_racks, true}, {Spread::hosts_and_racks, false}, {Spread::hosts, true},
+    {Spread::hosts, false},          {Spread::none, true},             {Spread::none, false}};
 
 class Placement {
 public:
-    Placement(const Topology& members, uint32_t replication, uint64_t shard_count, uint64_t cap);
+    // Members hold at most `cap` placements. With `even`, the cap is exact:
+    // of `placements` over the members, only placements % members of them
+    // may reach ceil(average); the rest stop at floor(average).
+    Placement(const Topology& members, uint32_t replication, uint64_t cap, bool even = false,
+              uint64_t placements = 0);
 
     uint32_t size() const { return static_cast<uint32_t>(host_.size()); }
     uint64_t cap() const { return cap_; }
@@ -31,8 +45,20 @@ public:
 
     // May member m hold another replica of a shard already held by `taken`?
     bool allows(uint32_t m, std::span<const uint32_t> taken, Strictness strictness) const;
-    void take(uint32_t m) { ++loads_[m]; }
-    void release(uint32_t m) { --loads_[m]; }
+    // Whether m is below its cap, counting the even split's quota.
+    bool has_room(uint32_t m) const {
+        return loads_[m] + 1 < cap_ || (loads_[m] + 1 == cap_ && at_cap_ < cap_quota_);
+    }
+    // Over the cap, or at it beyond the even split's quota.
+    bool over_cap(uint32_t m) const {
+        return loads_[m] > cap_ || (loads_[m] == cap_ && at_cap_ > cap_quota_);
+    }
+    void take(uint32_t m) {
+        if (++loads_[m] == cap_) ++at_cap_;
+    }
+    void release(uint32_t m) {
+        if (loads_[m]-- == cap_) --at_cap_;
+    }
 
     // The first qualifying member in index order starting at `start`.
     std::optional<uint32_t> scan(uint32_t start, std::span<const uint32_t> taken) const;
@@ -43,41 +69,51 @@ private:
     std::vector<double> hardware_;  // gpu_count * gpu_memory relative to the best, [0, 1]
     std::vector<uint64_t> loads_;
     uint64_t cap_;
+    uint64_t cap_quota_;   // members that may reach cap_
+    uint64_t at_cap_ = 0;  // members at cap_ or above
     bool distinct_hosts_;
     bool distinct_racks_;
 };
 
-// Rendezvous hashing made cheap: each member owns one slot of a table of
-// 2^bits >= 2 * members slots, at the hash of its id (or the next free slot,
-// members placed in hash order), and a shard's preference order is the order
-// in which its own pseudo-random probe sequence meets the members' slots.
-// A member's rank for a shard thus depends only on the shard and the
-// member's slot, so a membership change leaves every other member's relative
-// order alone, yet finding the top choice costs about 2^bits / members
-// probes instead of one hash per member, and every member is equally likely
-// to be a shard's first choice.
+// Rendezvous hashing made cheap. Each member owns kSlotsPerMember slots of
+// a table of 2^bits slots, at hashes of its id alone. A shard's preference
+// order is the order in which its own pseudo-random probe sequence meets the
+// members' slots; members sharing a slot are met in order of a per-shard
+// hash of (shard, member), as in textbook rendezvous hashing. So the
+// relative order of two members for a shard depends only on the shard and
+// those two members: a membership change leaves everyone else's order alone.
+// Finding the first choice costs a few probes instead of one hash per member,
+// and with several slots each, members are first choices about equally often.
 class SlotTable {
 public:
-    static constexpr uint32_t kEmpty = UINT32_MAX;
+    static constexpr uint32_t kSlotsPerMember = 8;
 
     SlotTable(const Topology& members, uint64_t seed, uint32_t bits);
+    // At least two slots per virtual slot, so about half the table is empty.
     static uint32_t bits_for(std::size_t members);
 
     uint32_t bits() const { return bits_; }
     uint64_t shard_key(uint64_t shard) const { return mix64(seed_ ^ mix64(shard + 1)); }
-    // The member at probe `i` of a shard's sequence, or kEmpty.
-    uint32_t probe(uint64_t key, uint64_t i) const {
-        return slots_[mix64(key + i * 0x9e3779b97f4a7c15ULL) & mask_];
+    // The members at probe `i` of a shard's sequence, unordered (hot path).
+    std::span<const uint32_t> slot(uint64_t key, uint64_t i) const {
+        const uint64_t s = mix64(key + i * 0x9e3779b97f4a7c15ULL) & mask_;
+        return {members_.data() + begin_[s], members_.data() + begin_[s + 1]};
     }
-    // The slot member m owns.
-    uint64_t slot_of(uint32_t m) const { return slot_of_[m]; }
+    // The same members appended to `out`, best first for this shard.
+    void probe(uint64_t key, uint64_t i, std::vector<uint32_t>& out) const;
+    // The slots member m owns.
+    std::span<const uint64_t> slots_of(uint32_t m) const {
+        return {slot_of_.data() + std::size_t{m} * kSlotsPerMember, kSlotsPerMember};
+    }
 
 private:
     uint64_t seed_;
     uint32_t bits_;
     uint64_t mask_;
-    std::vector<uint32_t> slots_;    // member index or kEmpty
-    std::vector<uint64_t> slot_of_;  // per member
+    std::vector<uint32_t> begin_;    // CSR offsets per slot
+    std::vector<uint32_t> members_;  // member indices grouped by slot
+    std::vector<uint64_t> slot_of_;  // kSlotsPerMember per member
+    std::vector<uint64_t> hashes_;   // per member, for ordering within a slot
 };
 
 }  // namespace cohort::detail

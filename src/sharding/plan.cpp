@@ -1,6 +1,7 @@
 #include "sharding/plan_builder.hpp"
 
 #include "sharding/chooser.hpp"
+#include "sharding/rebalance.hpp"
 
 #include <cohort/error.hpp>
 
@@ -78,6 +79,15 @@ uint64_t PlanBuilder::cap(const PlanOptions& options, uint64_t placements, uint3
     }
 }
 
+bool PlanBuilder::even_split(const PlanOptions& options) {
+    switch (options.strategy) {
+        case Strategy::round_robin:
+        case Strategy::random: return true;
+        case Strategy::hash: return options.load_slack == 0.0;
+        default: return false;
+    }
+}
+
 void PlanBuilder::finish(ShardPlan& plan) {
     const uint32_t n = plan.member_count();
     plan.loads_.assign(n, 0);
@@ -100,7 +110,8 @@ ShardPlan PlanBuilder::create(const ShardSet& shards, const Topology& members, c
 
     const uint32_t r = options.replication;
     const uint64_t count = shards.size();
-    detail::Placement placement(plan.members_, r, count, cap(options, count * r, plan.member_count()));
+    detail::Placement placement(plan.members_, r, cap(options, count * r, plan.member_count()),
+                                even_split(options), count * r);
     auto chooser = detail::make_chooser({shards, plan.members_, options, placement, plan.table_bits_});
     plan.owners_.resize(count * r);
     for (uint64_t s = 0; s < count; ++s) {
@@ -109,6 +120,13 @@ ShardPlan PlanBuilder::create(const ShardSet& shards, const Topology& members, c
             owners[k] = chooser->choose(s, k, {owners, k});
             placement.take(owners[k]);
         }
+    }
+    // Greedy choices can paint themselves into a corner (the only members
+    // with room already hold the shard); repair by shedding the excess.
+    if (options.strategy != Strategy::custom) {
+        // Every placement is new, so any may move.
+        detail::Rebalancer(plan.owners_, r, placement, std::vector<bool>(plan.owners_.size(), true))
+            .shed_over_cap(std::vector<bool>(plan.member_count(), false));
     }
     finish(plan);
     return plan;

@@ -16,6 +16,8 @@ private:
     static Topology ready_members(const Topology& topology, RoleMask roles);
     // The most placements one member may hold under this strategy.
     static uint64_t cap(const PlanOptions& options, uint64_t placements, uint32_t members);
+    // Whether the cap is an exact even split (loads within one of each other).
+    static bool even_split(const PlanOptions& options);
     // Fills loads_ and the member -> shards index from owners_.
     static void finish(ShardPlan& plan);
 };
