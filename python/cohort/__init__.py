@@ -1,0 +1,59 @@
+"""cohort: coordination for distributed ML training, a pure-ctypes binding of
+libcohort's C ABI (capi/cohort.h).
+
+libcohort is found, on first use, at $COHORT_LIBRARY, else next to this
+package, in $COHORT_BUILD_DIR, in the build tree (python/../build), then on
+the system.
+
+    topo = cohort.Topology.from_file("cluster.yaml")
+    order = topo.rank_order()
+    plan = cohort.plan_shards(cohort.Dataset.from_file("data.txt"), topo,
+                              shard_bytes=256 << 20, replication=2)
+    mine = plan.member_shards("node-3")
+    indices = cohort.epoch_order(len(mine), seed=1, epoch=0)
+"""
+
+from ._util import FORMATS, LEVELS, ROLES, STATUSES, STRATEGIES
+from .dataset import DataFile, Dataset, Shard, Shards, split_shards
+from .epoch import epoch_order
+from .errors import (BufferTooSmall, CallbackError, Error, FileError, InternalError,
+                     InvalidArgument, LibraryNotFound, NoMemory, NotFound, OutOfRange,
+                     ParseError, Timeout, Unavailable, Unsatisfiable)
+from .sharding import PlanOptions, ShardPlan, plan_shards
+from .topology import Node, RankInfo, RankOrder, Topology
+
+__all__ = [
+    "Topology", "Node", "RankOrder", "RankInfo",
+    "Dataset", "DataFile", "Shards", "Shard", "split_shards",
+    "plan_shards", "ShardPlan", "PlanOptions", "epoch_order",
+    "version", "strerror", "library_path",
+    "ROLES", "STATUSES", "LEVELS", "STRATEGIES", "FORMATS",
+    "Error", "InvalidArgument", "ParseError", "FileError", "NotFound", "OutOfRange",
+    "Timeout", "Unavailable", "NoMemory", "CallbackError", "InternalError",
+    "BufferTooSmall", "Unsatisfiable", "LibraryNotFound",
+]
+
+
+def version():
+    """The library's version, e.g. "0.1.0" (cohort_version())."""
+    from . import _lib
+    return _lib.load().cohort_version().decode()
+
+
+def strerror(code):
+    """A short name for a status code, e.g. "invalid argument"."""
+    from . import _lib
+    return _lib.load().cohort_strerror(int(code)).decode()
+
+
+def library_path():
+    """The path (or name) libcohort was loaded from."""
+    from . import _lib
+    return _lib.path()
+
+
+def __getattr__(name):
+    # __version__ asks the library, loaded lazily (see _lib.py).
+    if name == "__version__":
+        return version()
+    raise AttributeError(f"module 'cohort' has no attribute {name!r}")

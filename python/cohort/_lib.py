@@ -1,0 +1,231 @@
+"""Finds libcohort, declares the prototype of every function in cohort.h and
+turns the status codes it returns into exceptions (see errors.py).
+
+The library is loaded on first use, so that ``import cohort`` and
+``python -m cohort --help`` work even where it is missing.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import threading
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_int,
+                    c_int32, c_int64, c_size_t, c_uint32, c_uint64, c_void_p)
+
+from .errors import LibraryNotFound, error_for
+
+# The ABI major version this binding is written against (COHORT_VERSION_MAJOR).
+ABI_MAJOR = 0
+
+RECORDS_UNKNOWN = 2**64 - 1
+
+
+def _opaque(name):
+    return POINTER(type(name, (Structure,), {}))
+
+
+topology_p = _opaque("cohort_topology")
+rank_order_p = _opaque("cohort_rank_order")
+dataset_p = _opaque("cohort_dataset")
+shards_p = _opaque("cohort_shards")
+plan_options_p = _opaque("cohort_plan_options")
+shard_plan_p = _opaque("cohort_shard_plan")
+
+
+class rank_info(Structure):
+    _fields_ = [("node_index", c_uint32), ("local_rank", c_uint32),
+                ("local_world_size", c_uint32), ("node_rank", c_uint32)]
+
+
+# int64_t (*)(void* user_data, uint64_t shard, uint32_t replica,
+#             const uint32_t* taken, uint32_t taken_count, uint32_t member_count)
+assign_fn = CFUNCTYPE(c_int64, c_void_p, c_uint64, c_uint32, POINTER(c_uint32), c_uint32,
+                      c_uint32)
+
+_P = POINTER
+_cstr_out = _P(c_char_p)          # const char** (borrowed)
+_owned_out = _P(_P(c_char))       # char** (free with cohort_free)
+_STATUS = c_int
+
+# name: (restype, argtypes). _STATUS functions get an errcheck that raises.
+PROTOTYPES = {
+    "cohort_version": (c_char_p, []),
+    "cohort_last_error": (c_char_p, []),
+    "cohort_strerror": (c_char_p, [c_int]),
+    "cohort_free": (None, [c_void_p]),
+    # topology
+    "cohort_topology_create": (_STATUS, [_P(topology_p)]),
+    "cohort_topology_load_file": (_STATUS, [c_char_p, _P(topology_p)]),
+    "cohort_topology_load_string": (_STATUS, [c_char_p, c_size_t, c_int32, c_char_p,
+                                              _P(topology_p)]),
+    "cohort_topology_destroy": (None, [topology_p]),
+    "cohort_topology_add_node": (_STATUS, [topology_p, c_char_p, c_char_p, c_char_p, c_int32]),
+    "cohort_topology_set_locality": (_STATUS, [topology_p, c_char_p, c_int32, c_char_p]),
+    "cohort_topology_set_gpus": (_STATUS, [topology_p, c_char_p, c_uint32, c_uint64]),
+    "cohort_topology_set_status": (_STATUS, [topology_p, c_char_p, c_int32]),
+    "cohort_topology_node_count": (_STATUS, [topology_p, _P(c_uint32)]),
+    "cohort_topology_find": (_STATUS, [topology_p, c_char_p, _P(c_uint32)]),
+    "cohort_topology_node_str": (_STATUS, [topology_p, c_uint32, c_int32, _cstr_out]),
+    "cohort_topology_node_info": (_STATUS, [topology_p, c_uint32, _P(c_int32), _P(c_int32),
+                                            _P(c_uint32), _P(c_uint64)]),
+    "cohort_topology_to_json": (_STATUS, [topology_p, _owned_out, _P(c_size_t)]),
+    # rank order
+    "cohort_rank_order_create": (_STATUS, [topology_p, c_uint32, _P(rank_order_p)]),
+    "cohort_rank_order_destroy": (None, [rank_order_p]),
+    "cohort_rank_order_size": (_STATUS, [rank_order_p, _P(c_uint32)]),
+    "cohort_rank_order_host_count": (_STATUS, [rank_order_p, _P(c_uint32)]),
+    "cohort_rank_order_get": (_STATUS, [rank_order_p, c_uint32, _P(rank_info)]),
+    "cohort_rank_order_rank_of": (_STATUS, [rank_order_p, c_char_p, _P(c_uint32)]),
+    "cohort_ring_crossings": (_STATUS, [rank_order_p, c_int32, _P(c_uint32)]),
+    # dataset
+    "cohort_dataset_create": (_STATUS, [_P(dataset_p)]),
+    "cohort_dataset_load_file": (_STATUS, [c_char_p, _P(dataset_p)]),
+    "cohort_dataset_load_string": (_STATUS, [c_char_p, c_size_t, c_int32, c_char_p,
+                                             _P(dataset_p)]),
+    "cohort_dataset_destroy": (None, [dataset_p]),
+    "cohort_dataset_add_file": (_STATUS, [dataset_p, c_char_p, c_uint64, c_uint64]),
+    "cohort_dataset_file_count": (_STATUS, [dataset_p, _P(c_uint32)]),
+    "cohort_dataset_file": (_STATUS, [dataset_p, c_uint32, _cstr_out, _P(c_uint64),
+                                      _P(c_uint64)]),
+    "cohort_dataset_total_bytes": (_STATUS, [dataset_p, _P(c_uint64)]),
+    # shards
+    "cohort_shards_split": (_STATUS, [dataset_p, c_uint64, c_uint64, _P(shards_p)]),
+    "cohort_shards_destroy": (None, [shards_p]),
+    "cohort_shards_count": (_STATUS, [shards_p, _P(c_uint64)]),
+    "cohort_shards_info": (_STATUS, [shards_p, c_uint64, _P(c_uint64), _P(c_uint64),
+                                     _P(c_uint32)]),
+    "cohort_shards_segment": (_STATUS, [shards_p, c_uint64, c_uint32, _P(c_uint32),
+                                        _P(c_uint64), _P(c_uint64)]),
+    # plan options
+    "cohort_plan_options_create": (_STATUS, [_P(plan_options_p)]),
+    "cohort_plan_options_destroy": (None, [plan_options_p]),
+    "cohort_plan_options_set_strategy": (_STATUS, [plan_options_p, c_int32]),
+    "cohort_plan_options_set_replication": (_STATUS, [plan_options_p, c_uint32]),
+    "cohort_plan_options_set_seed": (_STATUS, [plan_options_p, c_uint64]),
+    "cohort_plan_options_set_roles": (_STATUS, [plan_options_p, c_uint32]),
+    "cohort_plan_options_set_load_slack": (_STATUS, [plan_options_p, c_double]),
+    "cohort_plan_options_set_weights": (_STATUS, [plan_options_p, c_double, c_double,
+                                                  c_double]),
+    "cohort_plan_options_add_locality": (_STATUS, [plan_options_p, c_char_p, c_char_p,
+                                                   c_double]),
+    "cohort_plan_options_load_locality": (_STATUS, [plan_options_p, c_char_p]),
+    "cohort_plan_options_set_custom": (_STATUS, [plan_options_p, assign_fn, c_void_p]),
+    # shard plan
+    "cohort_shard_plan_create": (_STATUS, [shards_p, topology_p, plan_options_p,
+                                           _P(shard_plan_p)]),
+    "cohort_shard_plan_replan": (_STATUS, [shard_plan_p, topology_p, plan_options_p,
+                                           _P(shard_plan_p)]),
+    "cohort_shard_plan_destroy": (None, [shard_plan_p]),
+    "cohort_shard_plan_shard_count": (_STATUS, [shard_plan_p, _P(c_uint64)]),
+    "cohort_shard_plan_replication": (_STATUS, [shard_plan_p, _P(c_uint32)]),
+    "cohort_shard_plan_member_count": (_STATUS, [shard_plan_p, _P(c_uint32)]),
+    "cohort_shard_plan_member_id": (_STATUS, [shard_plan_p, c_uint32, _cstr_out]),
+    "cohort_shard_plan_owner": (_STATUS, [shard_plan_p, c_uint64, c_uint32, _P(c_uint32)]),
+    "cohort_shard_plan_load": (_STATUS, [shard_plan_p, c_uint32, _P(c_uint64)]),
+    "cohort_shard_plan_member_shards": (_STATUS, [shard_plan_p, c_uint32, _P(c_uint64),
+                                                  c_size_t, _P(c_size_t)]),
+    "cohort_shard_plan_moved": (_STATUS, [shard_plan_p, _P(c_uint64)]),
+    "cohort_shard_plan_to_json": (_STATUS, [shard_plan_p, _owned_out, _P(c_size_t)]),
+    # epoch order
+    "cohort_epoch_order": (_STATUS, [c_uint64, c_uint64, c_uint64, c_uint32, c_uint32,
+                                     c_uint32, _P(c_uint64), c_size_t, _P(c_size_t)]),
+}
+
+_lock = threading.Lock()
+_lib = None
+_path = None
+
+
+def _check(status, func, args):
+    """errcheck for status-returning functions: raise on anything but COHORT_OK."""
+    if status != 0:
+        message = _lib.cohort_last_error()
+        text = message.decode("utf-8", "replace") if message else ""
+        raise error_for(status, text or f"{func.__name__} failed")
+    return status
+
+
+def _declare(lib):
+    for name, (restype, argtypes) in PROTOTYPES.items():
+        try:
+            func = getattr(lib, name)
+        except AttributeError:
+            raise AttributeError(f"it lacks {name}: it was built from an older cohort.h; "
+                                 "rebuild it") from None
+        func.restype = restype
+        func.argtypes = argtypes
+        if restype is _STATUS:
+            func.errcheck = _check
+
+
+def _candidates():
+    """Paths (or, last, names for the dynamic loader) to try, in lookup order."""
+    names = ("libcohort.so.0", "libcohort.so")
+    here = os.path.dirname(os.path.abspath(__file__))
+    dirs = [here]
+    if os.environ.get("COHORT_BUILD_DIR"):
+        dirs.append(os.environ["COHORT_BUILD_DIR"])
+    dirs.append(os.path.normpath(os.path.join(here, "..", "..", "build")))
+    # Installed layout: PREFIX/share/cohort/python/cohort next to PREFIX/lib*.
+    parts = here.split(os.sep)
+    if parts[-4:-1] == ["share", "cohort", "python"]:
+        prefix = os.sep.join(parts[:-4]) or os.sep
+        for libdir in ("lib", "lib64", os.path.join("lib", "x86_64-linux-gnu"),
+                       os.path.join("lib", "aarch64-linux-gnu")):
+            dirs.append(os.path.join(prefix, libdir))
+    for d in dirs:
+        for name in names:
+            yield os.path.join(d, name)
+    found = ctypes.util.find_library("cohort")
+    if found:
+        yield found
+    yield "libcohort.so.0"
+
+
+def _try(path, tried):
+    """Loads one candidate; returns the CDLL or None, noting why in `tried`."""
+    if os.sep in path and not os.path.exists(path):
+        tried.append(f"{path} (no such file)")
+        return None
+    try:
+        lib = ctypes.CDLL(path)
+        _declare(lib)
+    except (OSError, AttributeError) as exc:
+        tried.append(f"{path} ({exc})")
+        return None
+    version = lib.cohort_version().decode()
+    if version.split(".")[0] != str(ABI_MAJOR):
+        tried.append(f"{path} (version {version}; this binding needs {ABI_MAJOR}.x)")
+        return None
+    return lib
+
+
+def load():
+    """The loaded library (a ctypes.CDLL); raises LibraryNotFound."""
+    global _lib, _path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        explicit = os.environ.get("COHORT_LIBRARY")
+        candidates = [explicit] if explicit else _candidates()
+        for path in candidates:
+            lib = _try(path, tried)
+            if lib is not None:
+                _path = path
+                _lib = lib
+                return lib
+        where = "COHORT_LIBRARY" if explicit else "the package folder, COHORT_BUILD_DIR, " \
+            "the build tree and the system"
+        raise LibraryNotFound(
+            f"cannot load libcohort (looked in {where}):\n  " + "\n  ".join(tried) +
+            "\nBuild it (cmake --build build) or set COHORT_LIBRARY to the path of "
+            "libcohort.so.")
+
+
+def path():
+    """Where the loaded library came from."""
+    load()
+    return _path
