@@ -34,12 +34,13 @@ namespace cohort::capi {
 void set_last_error(const char* message) noexcept;
 const char* last_error_message() noexcept;
 
-// Runs `body`, turning any exception into a status and the thread's last
-// error. No exception leaves this function.
+// Runs `body(function)`, turning any exception into a status and the
+// thread's last error. No exception leaves this function. `function` is the
+// C function's name, for messages (__func__ inside a lambda names the lambda).
 template <typename Body>
-int guard(Body&& body) noexcept {
+int guard(const char* function, Body&& body) noexcept {
     try {
-        body();
+        body(function);
         return COHORT_OK;
     } catch (const cohort::Error& e) {
         set_last_error(e.what());

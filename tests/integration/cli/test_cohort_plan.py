@@ -1,0 +1,134 @@
+"""cohort-plan end to end: the binary run as a user runs it.
+
+Needs COHORT_PLAN (the binary) and COHORT_EXAMPLES (the examples folder).
+"""
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+PLAN = os.environ.get("COHORT_PLAN", "build/examples/cohort-plan")
+EXAMPLES = os.environ.get("COHORT_EXAMPLES", "examples")
+CLUSTER = os.path.join(EXAMPLES, "cluster.yaml")
+DATASET = os.path.join(EXAMPLES, "dataset.txt")
+LOCALITY = os.path.join(EXAMPLES, "locality.yaml")
+
+
+def run(*args):
+    return subprocess.run([PLAN, *args], capture_output=True, text=True, timeout=60)
+
+
+class HelpAndVersion(unittest.TestCase):
+    def test_help_documents_every_flag(self):
+        result = run("--help")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        for flag in ["--cluster", "--dataset", "--locality", "--strategy", "--shard-bytes", "--shards",
+                     "--replication", "--seed", "--load-slack", "--remove", "--roles", "--json", "--limit",
+                     "--help", "--version"]:
+            self.assertIn(flag, result.stdout)
+        # Every long flag the parser accepts appears in the help.
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples", "cohort_plan",
+                               "options.cpp")) as f:
+            source = f.read()
+        for flag in set(re.findall(r'arg == "(--[a-z-]+)"', source)):
+            self.assertIn(flag, result.stdout, f"{flag} is accepted but not in --help")
+
+    def test_version(self):
+        result = run("--version")
+        self.assertEqual(result.returncode, 0)
+        self.assertRegex(result.stdout, r"^cohort-plan \d+\.\d+\.\d+")
+
+
+class Tables(unittest.TestCase):
+    def test_rank_order_and_plan_tables(self):
+        result = run("-c", CLUSTER, "-d", DATASET, "--limit", "0")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        out = result.stdout
+        self.assertIn("rank order (12 ranks on 6 hosts)", out)
+        self.assertRegex(out, r"\n\s+0\s+chief-0\s+gpu-a1\s+chief")
+        # 2 zones and 3 racks: the ring leaves each group exactly once.
+        self.assertRegex(out, r"zone\s+2\n")
+        self.assertRegex(out, r"rack\s+3\n")
+        self.assertIn("strategy hash, replication 1", out)
+        self.assertNotIn("eval-0", out.split("shard plan")[1])  # evaluators hold no training shards
+
+    def test_remove_reports_moves(self):
+        result = run("-c", CLUSTER, "-d", DATASET, "--remove", "worker-3")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertRegex(result.stdout, r"replan without worker-3: \d+ of \d+ placements moved")
+
+
+class Json(unittest.TestCase):
+    def test_json_document(self):
+        result = run("-c", CLUSTER, "-d", DATASET, "--json", "-r", "2", "--remove", "worker-1,worker-2")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        doc = json.loads(result.stdout)
+        self.assertEqual(doc["world_size"], 12)
+        self.assertEqual([r["rank"] for r in doc["rank_order"]], list(range(12)))
+        self.assertEqual(doc["ring_crossings"]["rack"], 3)
+        plan = doc["plan"]
+        self.assertEqual(plan["replication"], 2)
+        for shard in plan["shards"]:
+            self.assertEqual(len(set(shard["owners"])), 2)
+        removed_load = sum(m["load"] for m in plan["members"] if m["id"] in ("worker-1", "worker-2"))
+        self.assertEqual(doc["replan"]["moved"], removed_load)
+
+    def test_locality_strategy(self):
+        result = run("-c", CLUSTER, "-d", DATASET, "--json", "-s", "locality", "--locality", LOCALITY)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        plan = json.loads(result.stdout)["plan"]
+        first = plan["shards"][0]
+        self.assertEqual(first["owners"], ["worker-1"])  # part-00000 is on worker-1's disk
+
+
+class BadInput(unittest.TestCase):
+    def write(self, text, suffix):
+        f = tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False)
+        f.write(text)
+        f.close()
+        self.addCleanup(os.unlink, f.name)
+        return f.name
+
+    def test_bad_cluster_names_file_line_and_field(self):
+        path = self.write("nodes:\n  - id: a\n    gpus: lots\n", ".yaml")
+        result = run("-c", path, "-d", DATASET)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn(f"{path}:3:11: nodes[0].gpus: expected a non-negative integer", result.stderr)
+
+    def test_bad_dataset_line(self):
+        path = self.write("a 10\nb ten\n", ".txt")
+        result = run("-c", CLUSTER, "-d", path)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn(f"{path}:2:3:", result.stderr)
+
+    def test_missing_file(self):
+        result = run("-c", "/nonexistent/cluster.yaml", "-d", DATASET)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("/nonexistent/cluster.yaml: cannot open", result.stderr)
+
+    def test_usage_errors_exit_2(self):
+        for args, message in [((), "--cluster FILE is required"),
+                              (("-c", CLUSTER, "-d", DATASET, "--strategy", "nope"), "unknown strategy 'nope'"),
+                              (("-c", CLUSTER, "-d", DATASET, "--shards", "x"), "--shards: expected"),
+                              (("-c", CLUSTER, "-d", DATASET, "--bogus"), "unknown option '--bogus'"),
+                              (("-c", CLUSTER, "-d", DATASET, "--shards", "4", "--shard-bytes", "1MiB"), "not both"),
+                              (("-c", CLUSTER, "-d", DATASET, "-s", "locality"), "needs --locality")]:
+            result = run(*args)
+            self.assertEqual(result.returncode, 2, args)
+            self.assertIn(message, result.stderr)
+
+    def test_unsatisfiable_replication(self):
+        result = run("-c", CLUSTER, "-d", DATASET, "-r", "13")
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("replication 13 needs at least 13", result.stderr)
+
+    def test_unknown_removed_node(self):
+        result = run("-c", CLUSTER, "-d", DATASET, "--remove", "ghost")
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("--remove: no node 'ghost'", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
