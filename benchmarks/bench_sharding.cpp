@@ -96,11 +96,9 @@ void report_loads(benchmark::State& state, std::span<const uint64_t> loads) {
     state.counters["avg_load"] = static_cast<double>(kShards) / static_cast<double>(loads.size());
 }
 
-void BM_Plan(benchmark::State& state) {
-    const auto strategy = static_cast<cohort::Strategy>(state.range(0));
-    state.SetLabel(std::string(cohort::to_string(strategy)));
+// Times ShardPlan::create and reports the loads of the last plan.
+cohort::ShardPlan time_plan(benchmark::State& state, const cohort::PlanOptions& options) {
     Fixture& f = fixture();
-    const cohort::PlanOptions options = options_for(strategy);
     std::optional<cohort::ShardPlan> plan;
     for (auto _ : state) {
         plan.reset();
@@ -108,6 +106,13 @@ void BM_Plan(benchmark::State& state) {
         benchmark::DoNotOptimize(plan->owner(0));
     }
     report_loads(state, plan->loads());
+    return std::move(*plan);
+}
+
+void BM_Plan(benchmark::State& state) {
+    const auto strategy = static_cast<cohort::Strategy>(state.range(0));
+    state.SetLabel(std::string(cohort::to_string(strategy)));
+    time_plan(state, options_for(strategy));
 }
 
 void BM_Replan(benchmark::State& state) {
@@ -130,17 +135,10 @@ void BM_Replan(benchmark::State& state) {
 // loads spread wider (the default, slack 0, makes them exactly even).
 void BM_PlanHashSlack(benchmark::State& state) {
     state.SetLabel("hash, load_slack 0.03");
-    Fixture& f = fixture();
     cohort::PlanOptions options = options_for(cohort::Strategy::hash);
     options.load_slack = 0.03;
-    std::optional<cohort::ShardPlan> plan;
-    for (auto _ : state) {
-        plan.reset();
-        plan.emplace(cohort::ShardPlan::create(f.shards, f.cluster, options));
-        benchmark::DoNotOptimize(plan->owner(0));
-    }
-    report_loads(state, plan->loads());
-    const auto next = plan->replan(f.without_one);
+    const cohort::ShardPlan plan = time_plan(state, options);
+    const auto next = plan.replan(fixture().without_one);
     state.counters["moved_x_n"] = static_cast<double>(next.moved()) / kShards * kNodes;
 }
 

@@ -144,3 +144,11 @@ def create(func, ptr_type, *args):
     out = ptr_type()
     func(*args, ctypes.byref(out))
     return out
+
+
+def load_string(func, ptr_type, content, format, source_name):
+    """Calls a cohort_*_load_string constructor: content (str or bytes), a
+    format name from FORMATS, an optional source name for messages."""
+    data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+    return create(func, ptr_type, data, len(data), choice("format", FORMATS, format),
+                  text("source_name", source_name, True))

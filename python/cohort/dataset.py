@@ -53,11 +53,7 @@ class Dataset(_util.Handle):
     def from_string(cls, text, format="auto", source_name=None):
         """format: "auto", "yaml", "json" or "listing"."""
         lib = _lib.load()
-        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        fmt = _util.choice("format", _util.FORMATS, format)
-        return cls(_ptr=_util.create(lib.cohort_dataset_load_string, _lib.dataset_p, data,
-                                     len(data), fmt,
-                                     _util.text("source_name", source_name, True)))
+        return cls(_ptr=_util.load_string(lib.cohort_dataset_load_string, _lib.dataset_p, text, format, source_name))
 
     @classmethod
     def of(cls, files):

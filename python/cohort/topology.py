@@ -70,11 +70,7 @@ class Topology(_util.Handle):
     def from_string(cls, text, format="auto", source_name=None):
         """Parses cluster text; format is "auto", "yaml" or "json"."""
         lib = _lib.load()
-        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        fmt = _util.choice("format", _util.FORMATS, format)
-        return cls(_ptr=_util.create(lib.cohort_topology_load_string, _lib.topology_p, data,
-                                     len(data), fmt,
-                                     _util.text("source_name", source_name, True)))
+        return cls(_ptr=_util.load_string(lib.cohort_topology_load_string, _lib.topology_p, text, format, source_name))
 
     @classmethod
     def of(cls, nodes):
