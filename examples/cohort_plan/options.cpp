@@ -157,6 +157,10 @@ std::optional<Options> parse_options(int argc, char** argv) {
             options.plan.seed = parse_number(arg, next());
         } else if (arg == "--load-slack") {
             options.plan.load_slack = parse_real(arg, next());
+            if (!(options.plan.load_slack >= 0 && options.plan.load_slack <= 100)) {
+                throw cohort::Error(cohort::Errc::invalid_argument,
+                                    fmt::format("--load-slack: must be in [0, 100], got {}", options.plan.load_slack));
+            }
         } else if (arg == "--remove") {
             for (std::string& id : split_list(next())) options.remove.push_back(std::move(id));
         } else if (arg == "--roles") {

@@ -4,6 +4,7 @@
 #include <cohort/dataset.hpp>
 #include <cohort/epoch.hpp>
 #include <cohort/error.hpp>
+#include <cohort/format.hpp>
 #include <cohort/node.hpp>
 #include <cohort/rank_order.hpp>
 #include <cohort/sharding.hpp>

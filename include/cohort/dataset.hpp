@@ -3,8 +3,7 @@
 #pragma once
 
 #include <cohort/export.hpp>
-
-#include <cohort/topology.hpp>
+#include <cohort/format.hpp>
 
 #include <cstdint>
 #include <filesystem>

@@ -4,6 +4,7 @@
 
 #include <cohort/export.hpp>
 
+#include <cohort/format.hpp>
 #include <cohort/node.hpp>
 
 #include <cstddef>
@@ -16,8 +17,6 @@
 #include <vector>
 
 namespace cohort {
-
-enum class Format : int32_t { automatic = 0, yaml = 1, json = 2, listing = 3 };
 
 class COHORT_API Topology {
 public:
@@ -39,10 +38,15 @@ public:
     // Throws Error(not_found) naming the id.
     Node& at(std::string_view id);
 
+    // The cluster's name, from the file's `name`; may be empty.
+    const std::string& name() const { return name_; }
+    void set_name(std::string name) { name_ = std::move(name); }
+
     // The file schema, as JSON text.
     std::string to_json() const;
 
 private:
+    std::string name_;
     std::vector<Node> nodes_;
     std::unordered_map<std::string, std::size_t> index_;
 };

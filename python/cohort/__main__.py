@@ -35,6 +35,9 @@ def _parser():
     group.add_argument("--shard-count", type=int, help="exact number of shards")
     plan.add_argument("--strategy", default="hash",
                       choices=["round_robin", "hash", "locality", "random"])
+    plan.add_argument("--locality", default=None,
+                      help="locality map {NODE: {FILE: SCORE}}, YAML or JSON "
+                           "(needed by --strategy locality)")
     plan.add_argument("--replication", type=int, default=1)
     plan.add_argument("--seed", type=int, default=0)
     plan.add_argument("--roles", default=None,
@@ -59,12 +62,14 @@ def _ranks(cohort, args):
 
 
 def _plan(cohort, args):
+    if args.strategy == "locality" and args.locality is None:
+        raise cohort.InvalidArgument("--strategy locality needs --locality FILE")
     with cohort.Dataset.from_file(args.dataset) as data, \
             cohort.Topology.from_file(args.cluster) as topo:
         plan = cohort.plan_shards(data, topo, strategy=args.strategy,
                                   shard_bytes=args.shard_bytes, shard_count=args.shard_count,
                                   replication=args.replication, seed=args.seed,
-                                  roles=_roles(args.roles))
+                                  locality=args.locality, roles=_roles(args.roles))
         with plan:
             print(plan.to_json())
 

@@ -73,6 +73,10 @@ class PlanOptions(_util.Handle):
     def __init__(self, strategy=None, replication=1, seed=0, load_slack=None, locality=None,
                  weights=None, custom=None, roles=None):
         lib = _lib.load()
+        # What made these options, so a replan can change some and keep the rest.
+        self.arguments = dict(strategy=strategy, replication=replication, seed=seed,
+                              load_slack=load_slack, locality=locality, weights=weights,
+                              custom=custom, roles=roles)
         if strategy is None:
             strategy = "hash" if custom is None else "custom"
         code = _util.choice("strategy", STRATEGIES, strategy)
@@ -129,8 +133,9 @@ class ShardPlan(_util.Handle):
     _kind = "shard plan"
     _destroy_name = "cohort_shard_plan_destroy"
 
-    def __init__(self, ptr, shards, custom, strategy):
+    def __init__(self, ptr, shards, custom, strategy, arguments):
         super().__init__(ptr)
+        self._arguments = arguments  # the plan_shards options, for replan
         self._shards = shards  # for .shards: the plan's own copy is not readable
         self._custom = custom  # keeps the callback alive: replan may call it again
         self.strategy = strategy
@@ -221,10 +226,13 @@ class ShardPlan(_util.Handle):
         """A plan for a new membership (a Topology or node ids) that moves only
         the departed members' shards and the fewest needed to give newcomers an
         even share; .moved counts the moved placements. Keyword options (those
-        of plan_shards) replace the plan's own; none keeps them."""
+        of plan_shards) replace the plan's own; the others are kept."""
         lib = _lib.load()
         topology = Topology.of(nodes)
-        opts = PlanOptions(**options) if options else None
+        arguments = {**self._arguments, **options}
+        if "custom" in options and "strategy" not in options:
+            arguments["strategy"] = None  # follows whether a callable is given
+        opts = PlanOptions(**arguments) if options else None
         custom = opts.custom if opts else self._custom
         strategy = opts.strategy if opts else self.strategy
         out = _lib.shard_plan_p()
@@ -236,7 +244,7 @@ class ShardPlan(_util.Handle):
                 opts.close()
             if topology is not nodes:
                 topology.close()
-        return ShardPlan(out, self._shards, custom, strategy)
+        return ShardPlan(out, self._shards, custom, strategy, arguments)
 
     def __repr__(self):
         return (f"ShardPlan({self._count} shards, {len(self._members)} members, "
@@ -294,4 +302,4 @@ def _create(shards, nodes, opts):
         opts.close()
         if topology is not nodes:
             topology.close()
-    return ShardPlan(out, shards, opts.custom, opts.strategy)
+    return ShardPlan(out, shards, opts.custom, opts.strategy, opts.arguments)

@@ -4,7 +4,7 @@
 // (YAML 1.2 reads JSON) so one tree type carries line and column marks.
 #pragma once
 
-#include <cohort/topology.hpp>
+#include <cohort/format.hpp>
 
 #include <cstdint>
 #include <filesystem>

@@ -68,10 +68,12 @@ public:
                 if (placement_.allows(m, taken, s)) consider(m);
             if (s.within_cap) {
                 if (auto m = best_without_locality(taken, s)) consider(*m);
+            } else if (!best) {
+                // Everyone is full: the heap holds no one, so look at all.
+                best = placement_.scan(static_cast<uint32_t>(shard % placement_.size()), taken, s);
             }
             if (best) break;
         }
-        if (!best) best = placement_.scan(static_cast<uint32_t>(shard % placement_.size()), taken);
         for (uint32_t m : touched_) locality_[m] = 0.0;
         if (!best) throw Error(Errc::unsatisfiable, fmt::format("no member can take shard {}", shard));
         last_ = *best;

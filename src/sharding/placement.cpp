@@ -56,12 +56,16 @@ bool Placement::allows(uint32_t m, std::span<const uint32_t> taken, Strictness s
 }
 
 std::optional<uint32_t> Placement::scan(uint32_t start, std::span<const uint32_t> taken) const {
+    for (Strictness s : kStrictnessLevels)
+        if (auto m = scan(start, taken, s)) return m;
+    return std::nullopt;
+}
+
+std::optional<uint32_t> Placement::scan(uint32_t start, std::span<const uint32_t> taken, Strictness level) const {
     const uint32_t n = size();
-    for (Strictness s : kStrictnessLevels) {
-        for (uint32_t k = 0; k < n; ++k) {
-            const uint32_t m = (start + k) % n;
-            if (allows(m, taken, s)) return m;
-        }
+    for (uint32_t k = 0; k < n; ++k) {
+        const uint32_t m = (start + k) % n;
+        if (allows(m, taken, level)) return m;
     }
     return std::nullopt;
 }

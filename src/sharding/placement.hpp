@@ -60,8 +60,10 @@ public:
         if (loads_[m]-- == cap_) --at_cap_;
     }
 
-    // The first qualifying member in index order starting at `start`.
+    // The first qualifying member in index order starting at `start`, at
+    // the strictest level possible (or at exactly `level`).
     std::optional<uint32_t> scan(uint32_t start, std::span<const uint32_t> taken) const;
+    std::optional<uint32_t> scan(uint32_t start, std::span<const uint32_t> taken, Strictness level) const;
 
 private:
     std::vector<uint32_t> host_;

@@ -53,12 +53,12 @@ Topology read_cluster(const detail::Document& document) {
     const Field root = document.root();
     if (root.is_null()) root.fail("empty document: expected a mapping with a 'nodes' list");
     root.expect_map({"name", "nodes"});
-    if (auto name = root.get("name")) name->as_string();
     auto nodes = root.get("nodes");
     if (!nodes) root.fail("missing required field 'nodes'");
     const auto items = nodes->items();
     if (items.empty()) nodes->fail("empty cluster: 'nodes' must list at least one node");
     Topology topology;
+    if (auto name = root.get("name")) topology.set_name(name->as_string());
     for (const Field& item : items) {
         Node node = read_node(item);
         if (auto first = topology.find(node.id)) {
@@ -103,6 +103,7 @@ std::string Topology::to_json() const {
         nodes.push_back(std::move(o));
     }
     boost::json::object root;
+    if (!name_.empty()) root["name"] = name_;
     root["nodes"] = std::move(nodes);
     return boost::json::serialize(root);
 }

@@ -174,6 +174,34 @@ TEST(LoadLocality, Errors) {
     EXPECT_THAT(error_message(Errc::parse, [&] { load_locality(type); }),
                 HasSubstr(type.string() + ":1:5: n0: expected a mapping"));
     error_message(Errc::io, [] { load_locality(data_path("no-such-locality.yaml")); });
+    const auto node = data_path("bad/locality_duplicate_node.yaml");
+    EXPECT_EQ(error_message(Errc::parse, [&] { load_locality(node); }),
+              node.string() + ":2:1: n0: duplicate node 'n0'");
+    const auto file = data_path("bad/locality_duplicate_file.yaml");
+    EXPECT_EQ(error_message(Errc::parse, [&] { load_locality(file); }),
+              file.string() + ":2:18: n1.a.rec: duplicate file 'a.rec'");
+}
+
+TEST(Locality, OverTheCapBeforeSharingAHost) {
+    // Two hosts, replication 2, more shards than the cap lets the lone node
+    // on h0 take: it goes over the cap rather than pairing n1 with n2 on h2.
+    Topology t;
+    for (auto [id, host] : {std::pair{"n0", "h0"}, {"n1", "h2"}, {"n2", "h2"}}) {
+        Node n;
+        n.id = id;
+        n.host = host;
+        t.add(n);
+    }
+    Dataset d;
+    d.add({"f", 1000, std::nullopt});
+    PlanOptions o;
+    o.strategy = Strategy::locality;
+    o.replication = 2;
+    const ShardPlan plan = ShardPlan::create(ShardSet::split(d, {0, 7}), t, o);
+    for (uint64_t s = 0; s < plan.shard_count(); ++s) {
+        const auto owners = plan.owners(s);
+        EXPECT_NE(plan.members()[owners[0]].host, plan.members()[owners[1]].host) << "shard " << s;
+    }
 }
 
 TEST(StrategyNames, RoundTrip) {

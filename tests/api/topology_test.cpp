@@ -77,6 +77,12 @@ TEST(Topology, ToJsonRoundTrips) {
     expect_same_nodes(original, Topology::from_string(json));
 }
 
+TEST(Topology, NameIsReadAndWritten) {
+    const Topology t = Topology::from_string("name: demo\nnodes: [{id: a}]\n");
+    EXPECT_EQ(t.name(), "demo");
+    EXPECT_EQ(Topology::from_string(t.to_json()).name(), "demo");
+}
+
 TEST(Topology, ToJsonRoundTripsNodesBuiltInCode) {
     Topology t;
     Node n = make_node("weird id: with colon", "host #1", Place{"us", "us-east-1a", "r 7", "sw/3"}, Role::coordinator,

@@ -56,6 +56,12 @@ class CliTest(unittest.TestCase):
         self.assertEqual(child.returncode, 0, child.stderr)
         self.assertEqual(len(json.loads(child.stdout)["shards"]), 6)
 
+    def test_plan_locality(self):
+        child = run("plan", _support.data("dataset.txt"), _support.data("cluster.yaml"),
+                    "--shard-count", "4", "--strategy", "locality")
+        self.assertEqual(child.returncode, 1)
+        self.assertIn("--strategy locality needs --locality FILE", child.stderr)
+
     def test_error_exit(self):
         child = run("ranks", _support.data("bad_field.yaml"))
         self.assertEqual(child.returncode, 1)

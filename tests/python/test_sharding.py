@@ -380,6 +380,14 @@ class ReplanTest(unittest.TestCase):
         self.assertEqual(after.strategy, "round_robin")
         self.assertEqual(after.members, self.NODES[:4])
 
+    def test_replan_keeps_the_options_it_is_not_given(self):
+        plan = cohort.plan_shards(self.ds, self.NODES, strategy="random", shard_count=100,
+                                  replication=2, seed=5)
+        after = plan.replan(self.NODES[:6], seed=9)
+        self.assertEqual(after.replication, 2)
+        self.assertEqual(after.strategy, "random")
+        self.assertEqual(after.moved, plan.load("n6") + plan.load("n7"))
+
 
 class CustomTest(unittest.TestCase):
     def setUp(self):

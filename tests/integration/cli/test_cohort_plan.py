@@ -112,6 +112,7 @@ class BadInput(unittest.TestCase):
         for args, message in [((), "--cluster FILE is required"),
                               (("-c", CLUSTER, "-d", DATASET, "--strategy", "nope"), "unknown strategy 'nope'"),
                               (("-c", CLUSTER, "-d", DATASET, "--shards", "x"), "--shards: expected"),
+                              (("-c", CLUSTER, "-d", DATASET, "--load-slack", "200"), "--load-slack: must be in [0, 100]"),
                               (("-c", CLUSTER, "-d", DATASET, "--bogus"), "unknown option '--bogus'"),
                               (("-c", CLUSTER, "-d", DATASET, "--shards", "4", "--shard-bytes", "1MiB"), "not both"),
                               (("-c", CLUSTER, "-d", DATASET, "-s", "locality"), "needs --locality")]:
