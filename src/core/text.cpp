@@ -72,6 +72,41 @@ std::optional<uint64_t> parse_size(std::string_view text) {
     return static_cast<uint64_t>(bytes);
 }
 
+std::optional<double> parse_duration(std::string_view text) {
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+    if (text.empty()) return std::nullopt;
+    double total = 0;
+    bool first = true;
+    while (!text.empty()) {
+        std::size_t digits = 0;
+        while (digits < text.size() &&
+               (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.'))
+            ++digits;
+        double value = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + digits, value);
+        if (digits == 0 || ec != std::errc() || end != text.data() + digits) return std::nullopt;
+        text.remove_prefix(digits);
+        std::size_t letters = 0;
+        while (letters < text.size() && std::isalpha(static_cast<unsigned char>(text[letters]))) ++letters;
+        const std::string_view unit = text.substr(0, letters);
+        text.remove_prefix(letters);
+        // A bare number means seconds, but only on its own: "1h30" is a typo.
+        if (unit.empty() && !(first && text.empty())) return std::nullopt;
+        double factor = 1;
+        if (unit == "ms") factor = 1e-3;
+        else if (unit.empty() || unit == "s") factor = 1;
+        else if (unit == "m") factor = 60;
+        else if (unit == "h") factor = 3600;
+        else if (unit == "d") factor = 86400;
+        else return std::nullopt;
+        total += value * factor;
+        first = false;
+    }
+    if (!std::isfinite(total)) return std::nullopt;
+    return total;
+}
+
 std::string format_size(uint64_t bytes) {
     static constexpr const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     int unit = 0;
@@ -116,12 +151,15 @@ bool natural_less(std::string_view a, std::string_view b) {
     return a.size() - i < b.size() - j;
 }
 
-std::optional<std::string_view> closest_word(std::string_view word,
-                                             std::initializer_list<std::string_view> candidates) {
+std::optional<std::string_view> closest_word(std::string_view word, std::span<const std::string_view> candidates) {
     // A word cut short ("gpu_mem" for "gpu_memory") is the likeliest typo.
     if (word.size() >= 3) {
         for (std::string_view candidate : candidates)
             if (candidate.size() > word.size() && candidate.substr(0, word.size()) == word) return candidate;
+        // ...or run on past the end of the word ("lenght" for "len").
+        for (std::string_view candidate : candidates)
+            if (candidate.size() >= 3 && candidate.size() < word.size() && word.substr(0, candidate.size()) == candidate)
+                return candidate;
     }
     std::optional<std::string_view> best;
     std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;

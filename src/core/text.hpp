@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -12,13 +14,19 @@ namespace cohort::detail {
 // binary (KiB, MiB, GiB, TiB, PiB) units, case-insensitive; "k"/"m"/"g"/"t"
 // alone are binary. Empty on anything else, negative or past 2^63.
 std::optional<uint64_t> parse_size(std::string_view text);
+// "250ms", "30s", "5m", "2h", "1d", "1h30m", "1.5h" -> seconds; a plain
+// number is seconds. Empty on anything else or a negative value.
+std::optional<double> parse_duration(std::string_view text);
 // 1610612736 -> "1.5GiB".
 std::string format_size(uint64_t bytes);
 // Orders "node-2" before "node-10": digit runs compare as numbers.
 bool natural_less(std::string_view a, std::string_view b);
 // The closest of `candidates` to `word` by edit distance, if close enough to
 // be a likely typo ("did you mean ...?").
-std::optional<std::string_view> closest_word(std::string_view word,
-                                             std::initializer_list<std::string_view> candidates);
+std::optional<std::string_view> closest_word(std::string_view word, std::span<const std::string_view> candidates);
+inline std::optional<std::string_view> closest_word(std::string_view word,
+                                                    std::initializer_list<std::string_view> candidates) {
+    return closest_word(word, std::span<const std::string_view>(candidates.begin(), candidates.size()));
+}
 
 }  // namespace cohort::detail
