@@ -4,9 +4,11 @@
 #include <cohort/dataset.hpp>
 #include <cohort/epoch.hpp>
 #include <cohort/error.hpp>
+#include <cohort/expression.hpp>
 #include <cohort/format.hpp>
 #include <cohort/node.hpp>
 #include <cohort/rank_order.hpp>
+#include <cohort/rules.hpp>
 #include <cohort/sharding.hpp>
 #include <cohort/shards.hpp>
 #include <cohort/topology.hpp>
