@@ -343,6 +343,192 @@ COHORT_API int cohort_epoch_order(uint64_t n, uint64_t seed, uint64_t epoch, uin
                                   uint32_t world_size, uint32_t flags, uint64_t* indices,
                                   size_t capacity, size_t* count);
 
+/* ------------------------------------------------------------------ rules */
+
+/* Value types of variables (cohort_symbols_declare, cohort_context_get,
+ * cohort_expr_value). Sizes (100MB) are INT bytes, durations (30s) NUMBER
+ * seconds. NONE: missing, or not known at compile time. */
+#define COHORT_TYPE_NONE 0
+#define COHORT_TYPE_BOOL 1
+#define COHORT_TYPE_INT 2
+#define COHORT_TYPE_NUMBER 3
+#define COHORT_TYPE_STRING 4
+#define COHORT_TYPE_LIST 5
+
+/* Three-valued truth: a comparison with a variable missing from the context
+ * is UNKNOWN; UNKNOWN || true is YES and UNKNOWN && false is NO. */
+#define COHORT_TRUTH_NO 0
+#define COHORT_TRUTH_YES 1
+#define COHORT_TRUTH_UNKNOWN 2
+
+/* Rule states. */
+#define COHORT_RULE_INACTIVE 0
+#define COHORT_RULE_PENDING 1 /* the condition holds, `for` not yet over */
+#define COHORT_RULE_FIRING 2
+
+/* cohort_rules_create flags. */
+#define COHORT_RULES_ALLOW_UNHANDLED 1u /* accept action types with no handler */
+
+typedef struct cohort_symbols cohort_symbols;
+typedef struct cohort_expr cohort_expr;
+typedef struct cohort_context cohort_context;
+typedef struct cohort_rules cohort_rules;
+
+/* A symbol table: variable names bound to slots, optionally typed. Several
+ * expressions compiled against one table share one context. The table is
+ * shared, not copied: expressions and contexts made from it keep it alive
+ * after cohort_symbols_destroy. Compiling against it adds names, so it must
+ * not overlap other calls that use it (contract 7). */
+COHORT_API int cohort_symbols_create(cohort_symbols** out);
+COHORT_API void cohort_symbols_destroy(cohort_symbols* symbols);
+/* Declares a variable's type (COHORT_TYPE_BOOL..STRING), checked when
+ * expressions compile; INVALID_ARGUMENT if declared before with another. */
+COHORT_API int cohort_symbols_declare(cohort_symbols* symbols, const char* name, int32_t type);
+COHORT_API int cohort_symbols_count(const cohort_symbols* symbols, uint32_t* count);
+/* NOT_FOUND if no expression or declaration has named it. */
+COHORT_API int cohort_symbols_find(const cohort_symbols* symbols, const char* name,
+                                   uint32_t* slot);
+/* Name (borrowed) and declared type (COHORT_TYPE_NONE if undeclared) of a
+ * slot; either out-pointer may be NULL. */
+COHORT_API int cohort_symbols_name(const cohort_symbols* symbols, uint32_t slot,
+                                   const char** name, int32_t* type);
+
+/* Compiles a condition such as "gpu_memory > 85 AND file_type == 'model'"
+ * (docs/rules.md); release with cohort_expr_destroy. symbols NULL gives the
+ * expression a private table. PARSE errors give the position with a caret
+ * line and, for unknown names, the closest known one. */
+COHORT_API int cohort_expr_compile(const char* text, size_t length, cohort_symbols* symbols,
+                                   cohort_expr** out);
+COHORT_API void cohort_expr_destroy(cohort_expr* expr);
+/* The source text; borrowed. */
+COHORT_API int cohort_expr_text(const cohort_expr* expr, const char** text);
+/* The result type if known at compile time, else COHORT_TYPE_NONE. */
+COHORT_API int cohort_expr_type(const cohort_expr* expr, int32_t* type);
+/* The variables the expression reads; names borrowed. */
+COHORT_API int cohort_expr_variable_count(const cohort_expr* expr, uint32_t* count);
+COHORT_API int cohort_expr_variable(const cohort_expr* expr, uint32_t index, const char** name);
+/* The fast path: COHORT_TRUTH_* (a type error counts as UNKNOWN). No
+ * allocation. The context must come from the expression's symbol table. */
+COHORT_API int cohort_expr_test(const cohort_expr* expr, const cohort_context* context,
+                                int32_t* truth);
+/* As cohort_expr_test, and, if json is not NULL, why:
+ * {"truth": "yes"|"no"|"unknown", "missing": [names], "error": "..."};
+ * free *json with cohort_free. length may be NULL. */
+COHORT_API int cohort_expr_evaluate(const cohort_expr* expr, const cohort_context* context,
+                                    int32_t* truth, char** json, size_t* length);
+/* The value of the whole expression (a number for "a + 1"): its type
+ * (COHORT_TYPE_NONE when unknown) and, if text is not NULL, its text
+ * ("true", "42", "0.5", a string unquoted); free *text with cohort_free. */
+COHORT_API int cohort_expr_value(const cohort_expr* expr, const cohort_context* context,
+                                 int32_t* type, char** text);
+/* Every sub-expression's value, outermost first, as a JSON array of
+ * {"text", "value", "depth"}; free with cohort_free. length may be NULL. */
+COHORT_API int cohort_expr_explain(const cohort_expr* expr, const cohort_context* context,
+                                   char** json, size_t* length);
+
+/* A context holds the variables' values for evaluations. It belongs to one
+ * symbol table and is accepted only by expressions and engines of that
+ * table. It stays valid while expressions are added to the table or rules
+ * reloaded. The three constructors pair with cohort_context_destroy. */
+COHORT_API int cohort_context_create(const cohort_symbols* symbols, cohort_context** out);
+COHORT_API int cohort_expr_context_create(const cohort_expr* expr, cohort_context** out);
+COHORT_API int cohort_rules_context_create(const cohort_rules* rules, cohort_context** out);
+COHORT_API void cohort_context_destroy(cohort_context* context);
+/* Setting by name: NOT_FOUND for a name the symbol table does not know,
+ * INVALID_ARGUMENT for a value of the wrong declared type. Strings are
+ * copied. */
+COHORT_API int cohort_context_set_bool(cohort_context* context, const char* name, int32_t value);
+COHORT_API int cohort_context_set_int(cohort_context* context, const char* name, int64_t value);
+COHORT_API int cohort_context_set_number(cohort_context* context, const char* name,
+                                         double value);
+COHORT_API int cohort_context_set_string(cohort_context* context, const char* name,
+                                         const char* value, size_t length);
+/* The value parsed as a person types it: true/false, 42, 0.5, 100MB
+ * (bytes), 30s (seconds), 'quoted' or "quoted", else the text itself. */
+COHORT_API int cohort_context_set_text(cohort_context* context, const char* name,
+                                       const char* text);
+/* The fast path: look the slot up once, then set by slot. */
+COHORT_API int cohort_context_slot(const cohort_context* context, const char* name,
+                                   uint32_t* slot);
+COHORT_API int cohort_context_set_bool_at(cohort_context* context, uint32_t slot,
+                                          int32_t value);
+COHORT_API int cohort_context_set_int_at(cohort_context* context, uint32_t slot, int64_t value);
+COHORT_API int cohort_context_set_number_at(cohort_context* context, uint32_t slot,
+                                            double value);
+COHORT_API int cohort_context_set_string_at(cohort_context* context, uint32_t slot,
+                                            const char* value, size_t length);
+/* Makes one variable missing again; NOT_FOUND for an unknown name. */
+COHORT_API int cohort_context_unset(cohort_context* context, const char* name);
+/* Makes every variable missing. */
+COHORT_API int cohort_context_clear(cohort_context* context);
+/* A variable's type (COHORT_TYPE_NONE if missing) and, if text is not NULL,
+ * its value as text (as cohort_expr_value); free *text with cohort_free. */
+COHORT_API int cohort_context_get(const cohort_context* context, const char* name,
+                                  int32_t* type, char** text);
+
+/* Action handler: called during cohort_rules_evaluate, on its thread, for
+ * each action of each firing rule in priority order. Every string is
+ * borrowed for the call only; parameters_json is a JSON object. Returns 0,
+ * or non-zero for a failure, which the evaluation reports in its "errors"
+ * (with "action" and "status") without stopping the other handlers. It must
+ * not call back into the same engine. */
+typedef int32_t (*cohort_action_fn)(void* user_data, const char* rule, int64_t priority,
+                                    const char* action_type, const char* target,
+                                    const char* parameters_json);
+
+/* A rule engine with no rules; flags: COHORT_RULES_ALLOW_UNHANDLED or 0. */
+COHORT_API int cohort_rules_create(uint32_t flags, cohort_rules** out);
+COHORT_API void cohort_rules_destroy(cohort_rules* rules);
+/* Registers the handler of one action type, replacing an earlier one.
+ * Register before loading: loading fails on an action type without a
+ * handler unless the engine or the file allows unhandled actions. */
+COHORT_API int cohort_rules_on(cohort_rules* rules, const char* action_type,
+                               cohort_action_fn fn, void* user_data);
+/* Loads or hot-reloads a rule file (YAML or JSON, docs/rules.md), following
+ * its includes. On any error the last good rule set keeps running; errors
+ * name file:line:column and the field path. Rules whose id and condition
+ * are unchanged keep their state. */
+COHORT_API int cohort_rules_load_file(cohort_rules* rules, const char* path);
+/* Same from memory: format COHORT_FORMAT_AUTO, _YAML or _JSON; source_name
+ * (may be NULL) is used in messages. */
+COHORT_API int cohort_rules_load_string(cohort_rules* rules, const char* text, size_t length,
+                                        int32_t format, const char* source_name);
+/* Evaluates every enabled rule at time `now` (seconds, any epoch, never
+ * going backwards) and runs the handlers of the rules that fire. If json is
+ * not NULL it receives (free with cohort_free)
+ *   {"time": now,
+ *    "fired": [{"rule", "priority", "actions": [{"type", "target",
+ *               "parameters": {...}}], "labels": {...}}],   highest first
+ *    "events": [{"rule", "from", "to", "time"}],            state changes
+ *    "errors": [{"rule", "message"} or, for a failed handler,
+ *               {"rule", "message", "action", "status"}]}
+ * States are "inactive", "pending", "firing". length may be NULL. */
+COHORT_API int cohort_rules_evaluate(cohort_rules* rules, const cohort_context* context,
+                                     double now, char** json, size_t* length);
+/* Every sub-expression's value for one rule, as cohort_expr_explain.
+ * NOT_FOUND for an unknown rule id. */
+COHORT_API int cohort_rules_explain(const cohort_rules* rules, const char* rule,
+                                    const cohort_context* context, char** json, size_t* length);
+/* A rule's COHORT_RULE_* state; NOT_FOUND for an unknown rule id. */
+COHORT_API int cohort_rules_state(const cohort_rules* rules, const char* rule, int32_t* state);
+/* Rules of the loaded set (0 before the first load), in file order. */
+COHORT_API int cohort_rules_count(const cohort_rules* rules, uint32_t* count);
+/* Borrowed id of rule `index`; valid until the next load or destroy. */
+COHORT_API int cohort_rules_rule_id(const cohort_rules* rules, uint32_t index, const char** id);
+/* The loaded rule set as JSON:
+ *   {"rules": [{"id", "description", "condition", "priority", "enabled",
+ *               "for", "keep_firing_for", "cooldown", "labels", "actions",
+ *               "source"}],
+ *    "variables": {name: type}, "warnings": [...], "allow_unhandled_actions"}
+ * (empty before the first load); free with cohort_free. */
+COHORT_API int cohort_rules_describe(const cohort_rules* rules, char** json, size_t* length);
+/* Validates a rule file without an engine (action handlers are not
+ * checked); on success *json describes it as cohort_rules_describe. */
+COHORT_API int cohort_rules_check_file(const char* path, char** json, size_t* length);
+COHORT_API int cohort_rules_check_string(const char* text, size_t length, int32_t format,
+                                         const char* source_name, char** json,
+                                         size_t* json_length);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

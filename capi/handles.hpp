@@ -7,8 +7,10 @@
 #include <cohort/cohort.hpp>
 
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 struct cohort_topology {
     cohort::Topology impl;
@@ -27,6 +29,27 @@ struct cohort_plan_options {
 };
 struct cohort_shard_plan {
     cohort::ShardPlan impl;
+};
+struct cohort_symbols {
+    std::shared_ptr<cohort::Symbols> impl;
+};
+struct cohort_expr {
+    cohort::Expression impl;
+    std::vector<std::string> variables;  // for borrowed names
+};
+struct cohort_context {
+    cohort::Context impl;
+};
+struct cohort_rules {
+    // An action handler that returned non-zero during the current evaluation.
+    struct HandlerFailure {
+        std::string rule;
+        std::string action_type;
+        std::string target;
+        int32_t status;
+    };
+    cohort::RuleEngine impl;
+    std::vector<HandlerFailure> failures;
 };
 
 namespace cohort::capi {

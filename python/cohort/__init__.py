@@ -11,6 +11,10 @@ the system.
                               shard_bytes=256 << 20, replication=2)
     mine = plan.member_shards("node-3")
     indices = cohort.epoch_order(len(mine), seed=1, epoch=0)
+
+    engine = cohort.RuleEngine(allow_unhandled=True)
+    engine.load("rules/gpu_io.yaml")
+    engine.evaluate({"gpu_memory": 91.5}, now=0).fired_rules
 """
 
 from ._util import FORMATS, LEVELS, ROLES, STATUSES, STRATEGIES
@@ -19,6 +23,8 @@ from .epoch import epoch_order
 from .errors import (BufferTooSmall, CallbackError, Error, FileError, InternalError,
                      InvalidArgument, LibraryNotFound, NoMemory, NotFound, OutOfRange,
                      ParseError, Timeout, Unavailable, Unsatisfiable)
+from .rules import (Action, Context, Evaluation, ExplainStep, Expression, Firing, Outcome,
+                    RuleEngine, RuleError, RuleEvent, Symbols, check_rules, check_rules_string)
 from .sharding import PlanOptions, ShardPlan, plan_shards
 from .topology import Node, RankInfo, RankOrder, Topology
 
@@ -26,6 +32,8 @@ __all__ = [
     "Topology", "Node", "RankOrder", "RankInfo",
     "Dataset", "DataFile", "Shards", "Shard", "split_shards",
     "plan_shards", "ShardPlan", "PlanOptions", "epoch_order",
+    "Expression", "Symbols", "Context", "Outcome", "ExplainStep", "RuleEngine", "Evaluation",
+    "Firing", "Action", "RuleEvent", "RuleError", "check_rules", "check_rules_string",
     "version", "strerror", "library_path",
     "ROLES", "STATUSES", "LEVELS", "STRATEGIES", "FORMATS",
     "Error", "InvalidArgument", "ParseError", "FileError", "NotFound", "OutOfRange",

@@ -30,6 +30,10 @@ dataset_p = _opaque("cohort_dataset")
 shards_p = _opaque("cohort_shards")
 plan_options_p = _opaque("cohort_plan_options")
 shard_plan_p = _opaque("cohort_shard_plan")
+symbols_p = _opaque("cohort_symbols")
+expr_p = _opaque("cohort_expr")
+context_p = _opaque("cohort_context")
+rules_p = _opaque("cohort_rules")
 
 
 class rank_info(Structure):
@@ -41,6 +45,10 @@ class rank_info(Structure):
 #             const uint32_t* taken, uint32_t taken_count, uint32_t member_count)
 assign_fn = CFUNCTYPE(c_int64, c_void_p, c_uint64, c_uint32, POINTER(c_uint32), c_uint32,
                       c_uint32)
+
+# int32_t (*)(void* user_data, const char* rule, int64_t priority, const char* action_type,
+#             const char* target, const char* parameters_json)
+action_fn = CFUNCTYPE(c_int32, c_void_p, c_char_p, c_int64, c_char_p, c_char_p, c_char_p)
 
 _P = POINTER
 _cstr_out = _P(c_char_p)          # const char** (borrowed)
@@ -129,6 +137,60 @@ PROTOTYPES = {
     # epoch order
     "cohort_epoch_order": (_STATUS, [c_uint64, c_uint64, c_uint64, c_uint32, c_uint32,
                                      c_uint32, _P(c_uint64), c_size_t, _P(c_size_t)]),
+    # symbols
+    "cohort_symbols_create": (_STATUS, [_P(symbols_p)]),
+    "cohort_symbols_destroy": (None, [symbols_p]),
+    "cohort_symbols_declare": (_STATUS, [symbols_p, c_char_p, c_int32]),
+    "cohort_symbols_count": (_STATUS, [symbols_p, _P(c_uint32)]),
+    "cohort_symbols_find": (_STATUS, [symbols_p, c_char_p, _P(c_uint32)]),
+    "cohort_symbols_name": (_STATUS, [symbols_p, c_uint32, _cstr_out, _P(c_int32)]),
+    # expressions
+    "cohort_expr_compile": (_STATUS, [c_char_p, c_size_t, symbols_p, _P(expr_p)]),
+    "cohort_expr_destroy": (None, [expr_p]),
+    "cohort_expr_text": (_STATUS, [expr_p, _cstr_out]),
+    "cohort_expr_type": (_STATUS, [expr_p, _P(c_int32)]),
+    "cohort_expr_variable_count": (_STATUS, [expr_p, _P(c_uint32)]),
+    "cohort_expr_variable": (_STATUS, [expr_p, c_uint32, _cstr_out]),
+    "cohort_expr_test": (_STATUS, [expr_p, context_p, _P(c_int32)]),
+    "cohort_expr_evaluate": (_STATUS, [expr_p, context_p, _P(c_int32), _owned_out,
+                                       _P(c_size_t)]),
+    "cohort_expr_value": (_STATUS, [expr_p, context_p, _P(c_int32), _owned_out]),
+    "cohort_expr_explain": (_STATUS, [expr_p, context_p, _owned_out, _P(c_size_t)]),
+    # contexts
+    "cohort_context_create": (_STATUS, [symbols_p, _P(context_p)]),
+    "cohort_expr_context_create": (_STATUS, [expr_p, _P(context_p)]),
+    "cohort_rules_context_create": (_STATUS, [rules_p, _P(context_p)]),
+    "cohort_context_destroy": (None, [context_p]),
+    "cohort_context_set_bool": (_STATUS, [context_p, c_char_p, c_int32]),
+    "cohort_context_set_int": (_STATUS, [context_p, c_char_p, c_int64]),
+    "cohort_context_set_number": (_STATUS, [context_p, c_char_p, c_double]),
+    "cohort_context_set_string": (_STATUS, [context_p, c_char_p, c_char_p, c_size_t]),
+    "cohort_context_set_text": (_STATUS, [context_p, c_char_p, c_char_p]),
+    "cohort_context_slot": (_STATUS, [context_p, c_char_p, _P(c_uint32)]),
+    "cohort_context_set_bool_at": (_STATUS, [context_p, c_uint32, c_int32]),
+    "cohort_context_set_int_at": (_STATUS, [context_p, c_uint32, c_int64]),
+    "cohort_context_set_number_at": (_STATUS, [context_p, c_uint32, c_double]),
+    "cohort_context_set_string_at": (_STATUS, [context_p, c_uint32, c_char_p, c_size_t]),
+    "cohort_context_unset": (_STATUS, [context_p, c_char_p]),
+    "cohort_context_clear": (_STATUS, [context_p]),
+    "cohort_context_get": (_STATUS, [context_p, c_char_p, _P(c_int32), _owned_out]),
+    # rule engine
+    "cohort_rules_create": (_STATUS, [c_uint32, _P(rules_p)]),
+    "cohort_rules_destroy": (None, [rules_p]),
+    "cohort_rules_on": (_STATUS, [rules_p, c_char_p, action_fn, c_void_p]),
+    "cohort_rules_load_file": (_STATUS, [rules_p, c_char_p]),
+    "cohort_rules_load_string": (_STATUS, [rules_p, c_char_p, c_size_t, c_int32, c_char_p]),
+    "cohort_rules_evaluate": (_STATUS, [rules_p, context_p, c_double, _owned_out,
+                                        _P(c_size_t)]),
+    "cohort_rules_explain": (_STATUS, [rules_p, c_char_p, context_p, _owned_out,
+                                       _P(c_size_t)]),
+    "cohort_rules_state": (_STATUS, [rules_p, c_char_p, _P(c_int32)]),
+    "cohort_rules_count": (_STATUS, [rules_p, _P(c_uint32)]),
+    "cohort_rules_rule_id": (_STATUS, [rules_p, c_uint32, _cstr_out]),
+    "cohort_rules_describe": (_STATUS, [rules_p, _owned_out, _P(c_size_t)]),
+    "cohort_rules_check_file": (_STATUS, [c_char_p, _owned_out, _P(c_size_t)]),
+    "cohort_rules_check_string": (_STATUS, [c_char_p, c_size_t, c_int32, c_char_p, _owned_out,
+                                            _P(c_size_t)]),
 }
 
 _lock = threading.Lock()

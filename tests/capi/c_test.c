@@ -1826,6 +1826,8 @@ static void test_null_arguments(void) {
 
 /* --------------------------------------------------------------- main */
 
+int run_rules_tests(const char* scratch); /* c_test_rules.c; returns its failures */
+
 int main(int argc, char** argv) {
     if (argc > 1) g_scratch = argv[1];
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -1855,6 +1857,7 @@ int main(int argc, char** argv) {
         tests[i].run();
         printf("%-18s %s\n", tests[i].name, g_failed == failed_before ? "ok" : "FAILED");
     }
+    g_failed += run_rules_tests(g_scratch);
     printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;
 }
