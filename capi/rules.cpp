@@ -1,6 +1,6 @@
 // C ABI: symbol tables, compiled expressions, contexts and the rule engine.
 #include "handles.hpp"
-#include "rules_json.hpp"
+#include "rules_text.hpp"
 
 #include <cmath>
 
@@ -10,7 +10,7 @@ using cohort::Errc;
 using cohort::Error;
 using cohort::capi::guard;
 using cohort::capi::require;
-using namespace cohort::capi::json;
+using cohort::capi::plain_text;
 
 namespace {
 
@@ -207,7 +207,7 @@ int cohort_expr_evaluate(const cohort_expr* expr, const cohort_context* context,
         const cohort_expr& e = checked(expr, context, fn);
         require(truth, fn, "truth");
         const cohort::Outcome outcome = e.impl.evaluate(context->impl);
-        if (json) give(outcome_json(outcome), json, length);
+        if (json) give(cohort::to_json(outcome), json, length);
         *truth = static_cast<int32_t>(outcome.truth);
     });
 }
@@ -226,7 +226,7 @@ int cohort_expr_explain(const cohort_expr* expr, const cohort_context* context, 
     return guard(__func__, [&](const char* fn) {
         const cohort_expr& e = checked(expr, context, fn);
         require(json, fn, "json");
-        give(explain_json(e.impl.explain(context->impl)), json, length);
+        give(cohort::to_json(e.impl.explain(context->impl)), json, length);
     });
 }
 
@@ -365,7 +365,7 @@ int cohort_rules_create(uint32_t flags, cohort_rules** out) {
             throw Error(Errc::invalid_argument, fmt::format("{}: flags {:#x} has unknown bits", fn, flags));
         cohort::EngineOptions options;
         options.allow_unhandled_actions = (flags & COHORT_RULES_ALLOW_UNHANDLED) != 0;
-        *out = new cohort_rules{cohort::RuleEngine(options), {}};
+        *out = new cohort_rules{cohort::RuleEngine(options)};
     });
 }
 
@@ -379,15 +379,22 @@ int cohort_rules_on(cohort_rules* rules, const char* action_type, cohort_action_
         require(action_type, fn, "action_type");
         if (fn_ptr == nullptr) throw Error(Errc::invalid_argument, fmt::format("{}: fn must not be NULL", fn));
         if (*action_type == '\0') throw Error(Errc::invalid_argument, fmt::format("{}: action_type is empty", fn));
-        // A failure is recorded, not thrown: the other handlers still run.
-        rules->impl.on(
-            action_type, [rules, fn_ptr, user_data](const cohort::Firing& firing, const cohort::Action& action) {
-                std::string parameters;
-                put_object(parameters, action.parameters, put_value);
-                const int32_t status = fn_ptr(user_data, firing.rule.c_str(), firing.priority, action.type.c_str(),
-                                              action.target.c_str(), parameters.c_str());
-                if (status != 0) rules->failures.push_back({firing.rule, action.type, action.target, status});
-            });
+        // A non-zero status becomes the engine's handler error for this
+        // action (the other handlers still run), as a throwing C++ handler's would.
+        rules->impl.on(action_type, [fn_ptr, user_data](const cohort::Firing& firing, const cohort::Action& action) {
+            std::string parameters = "{";
+            for (const auto& [name, value] : action.parameters) {
+                if (parameters.size() > 1) parameters += ',';
+                parameters += cohort::to_json(cohort::Value(name)) + ':' + cohort::to_json(value);
+            }
+            parameters += '}';
+            const int32_t status = fn_ptr(user_data, firing.rule.c_str(), firing.priority, action.type.c_str(),
+                                          action.target.c_str(), parameters.c_str());
+            if (status != 0) {
+                throw Error(Errc::callback, fmt::format("it returned {}{}", status,
+                                                        action.target.empty() ? "" : fmt::format(" (target '{}')", action.target)));
+            }
+        });
     });
 }
 
@@ -415,9 +422,8 @@ int cohort_rules_evaluate(cohort_rules* rules, const cohort_context* context, do
         same_table(context->impl, rules->impl.symbols().get(), fn, "cohort_rules_context_create");
         if (!std::isfinite(now))
             throw Error(Errc::invalid_argument, fmt::format("{}: now must be finite, got {}", fn, now));
-        rules->failures.clear();
         const cohort::Evaluation evaluation = rules->impl.evaluate(context->impl, now);
-        if (json) give(evaluation_json(evaluation, *rules, now), json, length);
+        if (json) give(cohort::to_json(evaluation, now), json, length);
     });
 }
 
@@ -429,7 +435,7 @@ int cohort_rules_explain(const cohort_rules* rules, const char* rule, const coho
         require(context, fn, "context");
         require(json, fn, "json");
         same_table(context->impl, rules->impl.symbols().get(), fn, "cohort_rules_context_create");
-        give(explain_json(rules->impl.explain(rule, context->impl)), json, length);
+        give(cohort::to_json(rules->impl.explain(rule, context->impl)), json, length);
     });
 }
 
@@ -467,7 +473,9 @@ int cohort_rules_describe(const cohort_rules* rules, char** json, size_t* length
     return guard(__func__, [&](const char* fn) {
         require(rules, fn, "rules");
         require(json, fn, "json");
-        give(describe_json(rules->impl.rules()), json, length);
+        give(rules->impl.rules() ? cohort::to_json(*rules->impl.rules())
+                                     : std::string(R"({"rules":[],"variables":{},"warnings":[],"allow_unhandled_actions":false})"),
+             json, length);
     });
 }
 
@@ -476,7 +484,7 @@ int cohort_rules_check_file(const char* path, char** json, size_t* length) {
         require(path, fn, "path");
         require(json, fn, "json");
         const cohort::RuleSet set = cohort::RuleSet::from_file(path);
-        give(describe_json(&set), json, length);
+        give(cohort::to_json(set), json, length);
     });
 }
 
@@ -487,7 +495,7 @@ int cohort_rules_check_string(const char* text, size_t length, int32_t format, c
         require(json, fn, "json");
         const cohort::RuleSet set = cohort::RuleSet::from_string({text, length}, rule_format(format, fn),
                                                                  source_name ? source_name : "<string>");
-        give(describe_json(&set), json, json_length);
+        give(cohort::to_json(set), json, json_length);
     });
 }
 

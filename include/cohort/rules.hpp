@@ -89,10 +89,12 @@ struct RuleEvent {
     double time = 0;  // seconds, as passed to evaluate
 };
 
-// A rule that could not be decided: a type error, or variables missing.
+// A rule that could not be decided (a type error, variables missing), or
+// whose action handler failed.
 struct RuleError {
     std::string rule;
     std::string message;
+    std::string action;  // the action type whose handler failed, else empty
 };
 
 struct Evaluation {
@@ -108,6 +110,17 @@ struct EngineOptions {
 
 // Called for each action of each firing rule, in priority order.
 using ActionHandler = std::function<void(const Firing& firing, const Action& action)>;
+
+// JSON forms of what the engine returns, numbers as people write them
+// ("0.5", "30.0"): for the C ABI, the CLI and anyone logging results.
+COHORT_API std::string to_json(const Value& value);
+COHORT_API std::string to_json(const Outcome& outcome);  // {"truth","missing","error"}
+COHORT_API std::string to_json(const std::vector<ExplainStep>& steps);  // [{"text","value","depth"}]
+// {"time","fired":[{"rule","priority","actions":[{"type","target","parameters"}],"labels"}],
+//  "events":[{"rule","from","to","time"}],"errors":[{"rule","message"[,"action"]}]}
+COHORT_API std::string to_json(const Evaluation& evaluation, double time);
+// {"rules":[...],"variables":{...},"warnings":[...],"allow_unhandled_actions":bool}
+COHORT_API std::string to_json(const RuleSet& rules);
 
 class COHORT_API RuleEngine {
 public:

@@ -21,14 +21,12 @@
 // Every change comes back as a RuleEvent stamped with `now`.
 //
 // A rule fires (is in Evaluation::fired and its handlers run) when it is
-// firing and its condition is true at this evaluation, and
-//   - cooldown == 0: only at the evaluation at which it enters firing; it
-//     fires once per entry, however long it stays firing;
-//   - cooldown > 0: when it enters firing and again every time at least
-//     `cooldown` has passed since it last fired, while it stays true. A rule
-//     that re-enters firing sooner than `cooldown` after it last fired does
-//     not fire then, but fires once `cooldown` has passed (if still true).
-// So `cooldown` is the minimum time between two firings, as the issue asks.
+// firing, its condition is true at this evaluation, and at least `cooldown`
+// has passed since it last fired. With no cooldown that is every evaluation
+// while it stays true: rules run on every I/O decision, and each decision
+// needs the answer. A rule that re-enters firing sooner than `cooldown`
+// after it last fired waits until `cooldown` has passed. So `cooldown` is
+// the minimum time between two firings, as the issue asks.
 //
 // Fired rules are ordered by priority, highest first, then by their order in
 // the rule set; all of them are returned. Handlers then run in that order,
@@ -167,21 +165,17 @@ struct RuleEngine::Impl {
             return false;
         }
         track.cleared = false;
-        bool entered = false;
         if (track.state == RuleState::inactive) {
             if (rule.for_seconds > 0) {
                 track.since = now;
                 move(RuleState::pending);
             } else {
                 move(RuleState::firing);
-                entered = true;
             }
         } else if (track.state == RuleState::pending && now - track.since >= rule.for_seconds) {
             move(RuleState::firing);
-            entered = true;
         }
         if (track.state != RuleState::firing) return false;
-        if (!entered && rule.cooldown_seconds <= 0) return false;
         if (track.has_fired && now - track.last_fired < rule.cooldown_seconds) return false;
         track.has_fired = true;
         track.last_fired = now;
@@ -265,7 +259,7 @@ Evaluation RuleEngine::evaluate(const Context& context, double now) {
         // test() is the fast path; only an unknown result pays for details.
         const Truth truth = impl.conditions[i].test(context);
         if (truth == Truth::unknown)
-            out.errors.push_back({rules[i].id, unknown_message(impl.conditions[i].evaluate(context))});
+            out.errors.push_back({rules[i].id, unknown_message(impl.conditions[i].evaluate(context)), {}});
         if (Impl::step(impl.tracks[i], rules[i], truth == Truth::yes, now, out.events)) due.push_back(i);
     }
     std::stable_sort(due.begin(), due.end(),
@@ -279,10 +273,11 @@ Evaluation RuleEngine::evaluate(const Context& context, double now) {
                 handler->second(firing, action);
             } catch (const std::exception& e) {
                 out.errors.push_back(
-                    {firing.rule, fmt::format("action '{}' handler failed: {}", action.type, e.what())});
+                    {firing.rule, fmt::format("action '{}' handler failed: {}", action.type, e.what()), action.type});
             } catch (...) {
-                out.errors.push_back(
-                    {firing.rule, fmt::format("action '{}' handler failed: an unknown exception", action.type)});
+                out.errors.push_back({firing.rule,
+                                      fmt::format("action '{}' handler failed: an unknown exception", action.type),
+                                      action.type});
             }
         }
     }

@@ -45,7 +45,7 @@ TEST(RuleEngine, ForMustHoldBeforeFiring) {
     EXPECT_EQ(engine.state("hot"), RuleState::pending);
     EXPECT_EQ(at(engine, c, 29, 90), "");
     EXPECT_EQ(at(engine, c, 30, 90), "F pending>firing");
-    EXPECT_EQ(at(engine, c, 40, 90), "");  // cooldown 0: once per entry
+    EXPECT_EQ(at(engine, c, 40, 90), "F");  // no cooldown: every evaluation while true
     EXPECT_EQ(at(engine, c, 50, 10), "firing>inactive");
     // A break while pending starts the wait again.
     EXPECT_EQ(at(engine, c, 60, 90), "inactive>pending");
@@ -75,8 +75,8 @@ TEST(RuleEngine, KeepFiringForRidesOutFlapping) {
     RuleEngine engine = one_rule("keep_firing_for: 60");
     Context c = engine.context();
     EXPECT_EQ(at(engine, c, 0, 90), "F inactive>firing");
-    EXPECT_EQ(at(engine, c, 10, 10), "");  // cleared at 10, still firing
-    EXPECT_EQ(at(engine, c, 20, 90), "");  // true again: no new firing
+    EXPECT_EQ(at(engine, c, 10, 10), "");   // cleared at 10: still firing, but not true, so no firing
+    EXPECT_EQ(at(engine, c, 20, 90), "F");  // true again: fires, with no new state event
     EXPECT_EQ(at(engine, c, 30, 10), "");  // cleared again, at 30
     EXPECT_EQ(at(engine, c, 89, 10), "");
     EXPECT_EQ(engine.state("hot"), RuleState::firing);
