@@ -6,6 +6,9 @@
 #include <cohort/error.hpp>
 #include <cohort/expression.hpp>
 #include <cohort/format.hpp>
+#include <cohort/gpu.hpp>
+#include <cohort/gpu_monitor.hpp>
+#include <cohort/gpu_probe.hpp>
 #include <cohort/node.hpp>
 #include <cohort/rank_order.hpp>
 #include <cohort/rules.hpp>

@@ -1,0 +1,73 @@
+// A background sampler over a GpuProbe: a bounded history per GPU, window
+// statistics, rule-engine variables, and, through the shipped GPU rule pack,
+// the answers the I/O path asks for (how hard to prefetch, how long to hold
+// a transfer).
+#pragma once
+
+#include <cohort/expression.hpp>
+#include <cohort/gpu_probe.hpp>
+
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+struct MonitorOptions {
+    double interval_seconds = 1.0;
+    std::size_t history = 600;  // samples kept per GPU
+    // The rule pack behind prefetch_factor() and transfer_delay(); empty
+    // means the shipped rules/gpu_io.yaml (found next to the library or via
+    // COHORT_RULES_DIR).
+    std::filesystem::path rules;
+};
+
+// Metrics a window can summarise.
+enum class GpuMetric : uint8_t { memory_used_percent, memory_busy_percent, utilization_percent, temperature_celsius, power_watts };
+
+struct WindowStats {
+    std::size_t count = 0;  // samples in the window that had the metric
+    double min = 0, mean = 0, max = 0;
+};
+
+class COHORT_API GpuMonitor {
+public:
+    GpuMonitor(GpuProbe probe, MonitorOptions options = {});
+    ~GpuMonitor();  // stops the sampler
+    GpuMonitor(const GpuMonitor&) = delete;
+    GpuMonitor& operator=(const GpuMonitor&) = delete;
+
+    void start();  // samples every interval on a thread of its own
+    void stop();
+    bool running() const;
+    // Takes one sample now, on the calling thread (tests and manual loops).
+    GpuSample sample_now();
+
+    std::optional<GpuSample> latest() const;
+    // The kept samples of one GPU, oldest first: (time, reading).
+    std::vector<std::pair<double, GpuReading>> history(uint32_t gpu) const;
+    // Over the samples of the last `window_seconds` (by sample time).
+    WindowStats stats(uint32_t gpu, GpuMetric metric, double window_seconds) const;
+
+    // Sets gpu_memory (used / total %), gpu_memory_busy, gpu_util,
+    // gpu_temperature and gpu_power to the maximum across GPUs, and
+    // gpuN.memory ... per GPU, from the latest sample. Variables a context's
+    // symbols do not know are skipped.
+    void publish(Context& context) const;
+    // From the rule pack: the reduce_prefetch factor of the rules firing now
+    // (the smallest), or 1.0 when none fires.
+    double prefetch_factor();
+    // Seconds to hold a transfer of `bytes` of `kind` ("model", "dataset",
+    // ...): the largest delay_transfer delay firing now, else 0.
+    double transfer_delay(uint64_t bytes, std::string_view kind);
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cohort
