@@ -529,6 +529,151 @@ COHORT_API int cohort_rules_check_string(const char* text, size_t length, int32_
                                          const char* source_name, char** json,
                                          size_t* json_length);
 
+/* -------------------------------------------------------------------- gpu */
+
+/* What the GPUs are doing, without ever hanging the caller (docs/gpu.md).
+ * A probe reads through one backend: NVML loaded at run time, nvidia-smi
+ * run under a hard deadline, or a simulated file. Every query has a
+ * deadline; a query that misses it is abandoned on the probe's own thread
+ * and the caller gets the last good readings marked stale. Unlike the rest
+ * of the library, probes and monitors start threads of their own.
+ *
+ * Samples come as JSON (free with cohort_free):
+ *   {"time", "backend", "health": "ok"|"unresponsive"|"failed", "stale",
+ *    "error", "latency_seconds", "gpus": [{"index", "uuid", "name",
+ *    "pci_bus_id", "memory_total_bytes", ..., "processes": [...],
+ *    "mig_instances": [...], "xid_events": [...]}]}
+ * A field with no value is {"state": "not_supported"} (the GPU or driver
+ * cannot report it) or {"state": "not_available"} (not this time), never a
+ * made-up zero. */
+
+/* Probe health (cohort_gpu_summary.health). */
+#define COHORT_GPU_HEALTH_OK 0
+#define COHORT_GPU_HEALTH_UNRESPONSIVE 1 /* the backend missed the deadline */
+#define COHORT_GPU_HEALTH_FAILED 2       /* the backend answered with an error */
+
+/* Metrics for cohort_gpu_monitor_stats. */
+#define COHORT_GPU_METRIC_MEMORY_USED 0 /* used / total memory, percent */
+#define COHORT_GPU_METRIC_MEMORY_BUSY 1 /* memory bandwidth busy, percent */
+#define COHORT_GPU_METRIC_UTILIZATION 2 /* SMs busy, percent */
+#define COHORT_GPU_METRIC_TEMPERATURE 3 /* degrees Celsius */
+#define COHORT_GPU_METRIC_POWER 4       /* power draw, watts */
+
+typedef struct cohort_gpu_probe cohort_gpu_probe;
+typedef struct cohort_gpu_monitor cohort_gpu_monitor;
+
+/* One sample boiled down for a caller that polls: the maxima across GPUs
+ * are what the monitor publishes to rules (gpu_memory, gpu_memory_busy,
+ * gpu_util, gpu_temperature, gpu_power). A maximum no GPU reported is NaN.
+ * The layout is part of the ABI: it changes only with the major version. */
+typedef struct cohort_gpu_summary {
+    double time;            /* seconds since the Unix epoch */
+    double latency_seconds; /* how long the query took */
+    uint32_t gpu_count;
+    int32_t health;         /* COHORT_GPU_HEALTH_* */
+    int32_t stale;          /* 1: the readings are the last good ones, not new */
+    uint32_t process_count; /* compute processes on all GPUs */
+    uint64_t memory_used_bytes;  /* sum over the GPUs that report it */
+    uint64_t memory_total_bytes; /* sum over the GPUs that report it */
+    double max_memory_used_percent;
+    double max_memory_busy_percent;
+    double max_utilization_percent;
+    double max_temperature_celsius;
+    double max_power_watts;
+} cohort_gpu_summary;
+
+/* Which backends this machine has, trying each (nvidia-smi under
+ * deadline_seconds): a JSON array of {"backend": "nvml"|"nvidia-smi"|
+ * "file"|"none", "available": bool, "reason": "..."} ("reason" says why
+ * not, "" when available); free with cohort_free. length may be NULL. */
+COHORT_API int cohort_gpu_backends(double deadline_seconds, char** json, size_t* length);
+
+/* Opens a probe. spec: "auto" (NVML, then nvidia-smi, then none), "nvml",
+ * "smi", "file:PATH" (simulated GPUs) or "none"; NULL means "auto".
+ * deadline_seconds (> 0, at most a day) bounds every query. A named
+ * backend that cannot be used fails with COHORT_ERR_UNAVAILABLE and the
+ * reason ("libnvidia-ml.so.1 not found: ..."); "auto" does not fail for
+ * that. A simulated file that does not load fails with COHORT_ERR_IO or
+ * COHORT_ERR_PARSE (FILE:LINE:COLUMN and the field). */
+COHORT_API int cohort_gpu_probe_open(const char* spec, double deadline_seconds,
+                                     cohort_gpu_probe** out);
+/* Never waits for a stuck query. */
+COHORT_API void cohort_gpu_probe_destroy(cohort_gpu_probe* probe);
+/* The backend in use: "nvml", "nvidia-smi", "file:PATH" or "none";
+ * borrowed. */
+COHORT_API int cohort_gpu_probe_backend(const cohort_gpu_probe* probe, const char** backend);
+/* Why each backend was or was not chosen: a JSON array of {"backend",
+ * "chosen": bool, "reason"} in the order tried; free with cohort_free. */
+COHORT_API int cohort_gpu_probe_selection(const cohort_gpu_probe* probe, char** json,
+                                          size_t* length);
+/* Takes a sample (JSON as above); returns within the deadline whatever the
+ * backend does. A failed or late query still succeeds: the sample says so
+ * in "health", "stale" and "error". */
+COHORT_API int cohort_gpu_probe_sample(cohort_gpu_probe* probe, char** json, size_t* length);
+/* Takes a sample and summarises it; no allocation for the caller. */
+COHORT_API int cohort_gpu_probe_sample_summary(cohort_gpu_probe* probe,
+                                               cohort_gpu_summary* out);
+
+/* A monitor: samples in the background every interval_seconds (> 0) once
+ * started, keeps the last `history` (>= 1) samples per GPU, and answers
+ * the I/O path's questions through a GPU rule pack: rules_path, or NULL
+ * for the shipped rules/gpu_io.yaml.
+ * Ownership: on success the probe's backend moves into the monitor. The
+ * probe handle stays the caller's to destroy, and its backend and selection
+ * can still be read, but sampling it fails from then on (sample through the
+ * monitor). On failure the probe is left as it was. A rule pack is loaded
+ * and checked here (PARSE for an action without its factor or delay); the
+ * shipped one on first use (NOT_FOUND from the call that needs it if it
+ * cannot be found; COHORT_RULES_DIR names its folder).
+ * Calls on one monitor may come from several threads at once, except
+ * cohort_gpu_monitor_destroy. */
+COHORT_API int cohort_gpu_monitor_create(cohort_gpu_probe* probe, double interval_seconds,
+                                         uint32_t history, const char* rules_path,
+                                         cohort_gpu_monitor** out);
+/* Stops the sampler first. */
+COHORT_API void cohort_gpu_monitor_destroy(cohort_gpu_monitor* monitor);
+/* Starts or stops the background sampler; either is a no-op if it already
+ * is in that state. */
+COHORT_API int cohort_gpu_monitor_start(cohort_gpu_monitor* monitor);
+COHORT_API int cohort_gpu_monitor_stop(cohort_gpu_monitor* monitor);
+/* 1 while the sampler runs, else 0. */
+COHORT_API int cohort_gpu_monitor_running(const cohort_gpu_monitor* monitor, int32_t* running);
+/* Takes one sample now, on the calling thread, and keeps it like the
+ * sampler's; *json as cohort_gpu_probe_sample (json may be NULL). */
+COHORT_API int cohort_gpu_monitor_sample_now(cohort_gpu_monitor* monitor, char** json,
+                                             size_t* length);
+/* The latest sample; COHORT_ERR_NOT_FOUND before the first one. */
+COHORT_API int cohort_gpu_monitor_latest(const cohort_gpu_monitor* monitor, char** json,
+                                         size_t* length);
+COHORT_API int cohort_gpu_monitor_latest_summary(const cohort_gpu_monitor* monitor,
+                                                 cohort_gpu_summary* out);
+/* The kept samples of the GPU whose "index" is `gpu`, oldest first: a JSON
+ * array of {"time", "gpu": {...one GPU as in a sample...}}. Stale samples
+ * are not kept. "[]" before the first sample; COHORT_ERR_NOT_FOUND for an
+ * index the latest sample lacks. */
+COHORT_API int cohort_gpu_monitor_history(const cohort_gpu_monitor* monitor, uint32_t gpu,
+                                          char** json, size_t* length);
+/* Min, mean and max of a COHORT_GPU_METRIC_* of GPU `gpu` (its index) over
+ * the kept samples of the window_seconds (>= 0; INFINITY for all) before
+ * the latest sample. *count is how many had the metric (0: min, mean and
+ * max are 0). min, mean and max may be NULL. NOT_FOUND as for _history. */
+COHORT_API int cohort_gpu_monitor_stats(const cohort_gpu_monitor* monitor, uint32_t gpu,
+                                        int32_t metric, double window_seconds, uint64_t* count,
+                                        double* min, double* mean, double* max);
+/* Sets the GPU variables the context's symbol table knows, from the latest
+ * sample: gpu_memory (used / total %), gpu_memory_busy, gpu_util,
+ * gpu_temperature and gpu_power as the maximum across GPUs, and per GPU
+ * gpuN.memory, ...; the others are skipped. */
+COHORT_API int cohort_gpu_monitor_publish(const cohort_gpu_monitor* monitor,
+                                          cohort_context* context);
+/* From the rule pack and the latest sample: the prefetch factor (the
+ * smallest reduce_prefetch factor firing now; 1.0 = normal). */
+COHORT_API int cohort_gpu_monitor_prefetch_factor(cohort_gpu_monitor* monitor, double* factor);
+/* Seconds to hold a transfer of `bytes` of `kind` ("model", "dataset",
+ * ...): the largest delay_transfer delay firing now, else 0. */
+COHORT_API int cohort_gpu_monitor_transfer_delay(cohort_gpu_monitor* monitor, uint64_t bytes,
+                                                 const char* kind, double* seconds);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

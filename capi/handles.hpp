@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,15 +42,15 @@ struct cohort_context {
     cohort::Context impl;
 };
 struct cohort_rules {
-    // An action handler that returned non-zero during the current evaluation.
-    struct HandlerFailure {
-        std::string rule;
-        std::string action_type;
-        std::string target;
-        int32_t status;
-    };
     cohort::RuleEngine impl;
-    std::vector<HandlerFailure> failures;
+};
+struct cohort_gpu_probe {
+    std::optional<cohort::GpuProbe> impl;  // empty once moved into a monitor
+    std::string backend;                   // kept for borrowed reads
+    std::string selection_json;
+};
+struct cohort_gpu_monitor {
+    cohort::GpuMonitor impl;  // synchronises its own calls
 };
 
 namespace cohort::capi {

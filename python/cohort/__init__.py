@@ -15,6 +15,10 @@ the system.
     engine = cohort.RuleEngine(allow_unhandled=True)
     engine.load("rules/gpu_io.yaml")
     engine.evaluate({"gpu_memory": 91.5}, now=0).fired_rules
+
+    with cohort.GpuMonitor("auto", interval=1.0) as monitor:
+        monitor.start()
+        factor = monitor.prefetch_factor()
 """
 
 from ._util import FORMATS, LEVELS, ROLES, STATUSES, STRATEGIES
@@ -23,6 +27,8 @@ from .epoch import epoch_order
 from .errors import (BufferTooSmall, CallbackError, Error, FileError, InternalError,
                      InvalidArgument, LibraryNotFound, NoMemory, NotFound, OutOfRange,
                      ParseError, Timeout, Unavailable, Unsatisfiable)
+from .gpu import (BackendChoice, BackendInfo, GpuMonitor, GpuProbe, GpuSummary, WindowStats,
+                  gpu_backends)
 from .rules import (Action, Context, Evaluation, ExplainStep, Expression, Firing, Outcome,
                     RuleEngine, RuleError, RuleEvent, Symbols, check_rules, check_rules_string)
 from .sharding import PlanOptions, ShardPlan, plan_shards
@@ -34,6 +40,8 @@ __all__ = [
     "plan_shards", "ShardPlan", "PlanOptions", "epoch_order",
     "Expression", "Symbols", "Context", "Outcome", "ExplainStep", "RuleEngine", "Evaluation",
     "Firing", "Action", "RuleEvent", "RuleError", "check_rules", "check_rules_string",
+    "GpuProbe", "GpuMonitor", "GpuSummary", "WindowStats", "BackendChoice", "BackendInfo",
+    "gpu_backends",
     "version", "strerror", "library_path",
     "ROLES", "STATUSES", "LEVELS", "STRATEGIES", "FORMATS",
     "Error", "InvalidArgument", "ParseError", "FileError", "NotFound", "OutOfRange",

@@ -34,6 +34,17 @@ symbols_p = _opaque("cohort_symbols")
 expr_p = _opaque("cohort_expr")
 context_p = _opaque("cohort_context")
 rules_p = _opaque("cohort_rules")
+gpu_probe_p = _opaque("cohort_gpu_probe")
+gpu_monitor_p = _opaque("cohort_gpu_monitor")
+
+
+class gpu_summary(Structure):
+    _fields_ = [("time", c_double), ("latency_seconds", c_double), ("gpu_count", c_uint32),
+                ("health", c_int32), ("stale", c_int32), ("process_count", c_uint32),
+                ("memory_used_bytes", c_uint64), ("memory_total_bytes", c_uint64),
+                ("max_memory_used_percent", c_double), ("max_memory_busy_percent", c_double),
+                ("max_utilization_percent", c_double), ("max_temperature_celsius", c_double),
+                ("max_power_watts", c_double)]
 
 
 class rank_info(Structure):
@@ -191,6 +202,33 @@ PROTOTYPES = {
     "cohort_rules_check_file": (_STATUS, [c_char_p, _owned_out, _P(c_size_t)]),
     "cohort_rules_check_string": (_STATUS, [c_char_p, c_size_t, c_int32, c_char_p, _owned_out,
                                             _P(c_size_t)]),
+    # gpu probe
+    "cohort_gpu_backends": (_STATUS, [c_double, _owned_out, _P(c_size_t)]),
+    "cohort_gpu_probe_open": (_STATUS, [c_char_p, c_double, _P(gpu_probe_p)]),
+    "cohort_gpu_probe_destroy": (None, [gpu_probe_p]),
+    "cohort_gpu_probe_backend": (_STATUS, [gpu_probe_p, _cstr_out]),
+    "cohort_gpu_probe_selection": (_STATUS, [gpu_probe_p, _owned_out, _P(c_size_t)]),
+    "cohort_gpu_probe_sample": (_STATUS, [gpu_probe_p, _owned_out, _P(c_size_t)]),
+    "cohort_gpu_probe_sample_summary": (_STATUS, [gpu_probe_p, _P(gpu_summary)]),
+    # gpu monitor
+    "cohort_gpu_monitor_create": (_STATUS, [gpu_probe_p, c_double, c_uint32, c_char_p,
+                                            _P(gpu_monitor_p)]),
+    "cohort_gpu_monitor_destroy": (None, [gpu_monitor_p]),
+    "cohort_gpu_monitor_start": (_STATUS, [gpu_monitor_p]),
+    "cohort_gpu_monitor_stop": (_STATUS, [gpu_monitor_p]),
+    "cohort_gpu_monitor_running": (_STATUS, [gpu_monitor_p, _P(c_int32)]),
+    "cohort_gpu_monitor_sample_now": (_STATUS, [gpu_monitor_p, _owned_out, _P(c_size_t)]),
+    "cohort_gpu_monitor_latest": (_STATUS, [gpu_monitor_p, _owned_out, _P(c_size_t)]),
+    "cohort_gpu_monitor_latest_summary": (_STATUS, [gpu_monitor_p, _P(gpu_summary)]),
+    "cohort_gpu_monitor_history": (_STATUS, [gpu_monitor_p, c_uint32, _owned_out,
+                                             _P(c_size_t)]),
+    "cohort_gpu_monitor_stats": (_STATUS, [gpu_monitor_p, c_uint32, c_int32, c_double,
+                                           _P(c_uint64), _P(c_double), _P(c_double),
+                                           _P(c_double)]),
+    "cohort_gpu_monitor_publish": (_STATUS, [gpu_monitor_p, context_p]),
+    "cohort_gpu_monitor_prefetch_factor": (_STATUS, [gpu_monitor_p, _P(c_double)]),
+    "cohort_gpu_monitor_transfer_delay": (_STATUS, [gpu_monitor_p, c_uint64, c_char_p,
+                                                    _P(c_double)]),
 }
 
 _lock = threading.Lock()

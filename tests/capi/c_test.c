@@ -1827,6 +1827,7 @@ static void test_null_arguments(void) {
 /* --------------------------------------------------------------- main */
 
 int run_rules_tests(const char* scratch); /* c_test_rules.c; returns its failures */
+int run_gpu_tests(void);                   /* c_test_gpu.c; returns its failures */
 
 int main(int argc, char** argv) {
     if (argc > 1) g_scratch = argv[1];
@@ -1858,6 +1859,7 @@ int main(int argc, char** argv) {
         printf("%-18s %s\n", tests[i].name, g_failed == failed_before ? "ok" : "FAILED");
     }
     g_failed += run_rules_tests(g_scratch);
+    g_failed += run_gpu_tests();
     printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;
 }
