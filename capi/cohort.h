@@ -4,8 +4,9 @@
  * The contract (read this before calling anything):
  *
  *  1. Handles are opaque. Every handle a function creates has a named inverse:
- *     cohort_X_create / cohort_X_load_* pair with cohort_X_destroy. Destroy
- *     functions accept NULL and never fail.
+ *     cohort_X_create, cohort_X_load_*, cohort_X_open and cohort_expr_compile
+ *     pair with cohort_X_destroy; cohort_*_context_create with
+ *     cohort_context_destroy. Destroy functions accept NULL and never fail.
  *  2. Every fallible function returns an int status: COHORT_OK (0) on success,
  *     one of the positive COHORT_ERR_* codes otherwise. Codes never change
  *     value and are never reused. Out-parameters are written only on
@@ -26,9 +27,10 @@
  *     library passes back untouched and never frees.
  *  7. Thread safety: distinct handles may be used from distinct threads at
  *     once. One handle may be read from several threads at once, but a call
- *     that modifies it must not overlap any other call on it.
- *  8. Enumerations are int32_t constants, never C enums, so their size is
- *     part of the ABI.
+ *     that modifies it must not overlap any other call on it; a GPU monitor
+ *     is the exception: every call but destroy may overlap (it locks).
+ *  8. Enumerations are int32_t constants and flag sets uint32_t constants,
+ *     never C enums, so their size is part of the ABI.
  */
 #ifndef COHORT_H
 #define COHORT_H
@@ -470,7 +472,8 @@ COHORT_API int cohort_context_get(const cohort_context* context, const char* nam
  * each action of each firing rule in priority order. Every string is
  * borrowed for the call only; parameters_json is a JSON object. Returns 0,
  * or non-zero for a failure, which the evaluation reports in its "errors"
- * (with "action" and "status") without stopping the other handlers. It must
+ * (with "action"; the message says "it returned N") without stopping the
+ * other handlers. It must
  * not call back into the same engine. */
 typedef int32_t (*cohort_action_fn)(void* user_data, const char* rule, int64_t priority,
                                     const char* action_type, const char* target,
@@ -501,7 +504,7 @@ COHORT_API int cohort_rules_load_string(cohort_rules* rules, const char* text, s
  *               "parameters": {...}}], "labels": {...}}],   highest first
  *    "events": [{"rule", "from", "to", "time"}],            state changes
  *    "errors": [{"rule", "message"} or, for a failed handler,
- *               {"rule", "message", "action", "status"}]}
+ *               {"rule", "message", "action"}]}
  * States are "inactive", "pending", "firing". length may be NULL. */
 COHORT_API int cohort_rules_evaluate(cohort_rules* rules, const cohort_context* context,
                                      double now, char** json, size_t* length);

@@ -91,17 +91,6 @@ boost::json::object availability(const char* name, Open open) {
     }
 }
 
-// A GPU's history as [{"time", "gpu": {...}}], one to_json for all entries.
-std::string history_json(const std::vector<std::pair<double, cohort::GpuReading>>& entries) {
-    cohort::GpuSample all;
-    for (const auto& entry : entries) all.gpus.push_back(entry.second);
-    const boost::json::value parsed = boost::json::parse(all.to_json());
-    const boost::json::array& gpus = parsed.at("gpus").as_array();
-    boost::json::array out;
-    for (size_t i = 0; i < entries.size() && i < gpus.size(); ++i)
-        out.push_back({{"time", entries[i].first}, {"gpu", gpus[i]}});
-    return boost::json::serialize(out);
-}
 
 cohort::GpuMetric metric_of(int32_t metric, const char* fn) {
     if (metric < COHORT_GPU_METRIC_MEMORY_USED || metric > COHORT_GPU_METRIC_POWER) {
@@ -205,13 +194,11 @@ int cohort_gpu_monitor_create(cohort_gpu_probe* probe, double interval_seconds, 
         cohort::MonitorOptions options;
         options.interval_seconds = interval_seconds;
         options.history = history;
-        if (rules_path) {
-            options.rules = rules_path;
-            // A rule pack that does not load must leave the caller's probe
-            // usable, but GpuMonitor consumes its probe even when it throws:
-            // try the pack first on a monitor of its own.
-            cohort::GpuMonitor trial(cohort::GpuProbe(std::make_unique<IdleBackend>(), {}), options);
-        }
+        if (rules_path) options.rules = rules_path;
+        // Options (and a named rule pack) that GpuMonitor refuses must leave
+        // the caller's probe usable, but GpuMonitor consumes its probe even
+        // when it throws: try them first on a monitor of its own.
+        cohort::GpuMonitor trial(cohort::GpuProbe(std::make_unique<IdleBackend>(), {}), options);
         cohort_gpu_monitor* monitor = nullptr;
         try {
             monitor = new cohort_gpu_monitor{cohort::GpuMonitor(std::move(*probe->impl), std::move(options))};
@@ -291,7 +278,7 @@ int cohort_gpu_monitor_history(const cohort_gpu_monitor* monitor, uint32_t gpu, 
         require(monitor, fn, "monitor");
         require(json, fn, "json");
         check_gpu(*monitor, gpu, fn);
-        give(history_json(monitor->impl.history(gpu)), json, length);
+        give(cohort::to_json(monitor->impl.history(gpu)), json, length);
     });
 }
 

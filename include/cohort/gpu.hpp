@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cohort {
@@ -101,5 +102,9 @@ struct GpuSample {
     // {"state": "not_supported"} / {"state": "not_available"}).
     COHORT_API std::string to_json() const;
 };
+
+// A GPU's history (GpuMonitor::history) as [{"time", "gpu": {...}}], each
+// reading in the form GpuSample::to_json uses.
+COHORT_API std::string to_json(const std::vector<std::pair<double, GpuReading>>& history);
 
 }  // namespace cohort

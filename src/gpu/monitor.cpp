@@ -12,8 +12,8 @@
 //   included: the last known state is the best one there is. A value that is
 //   not ok is unset, so a rule on it is unknown rather than fed a zero.
 // - The rules are answered from the rules in state FIRING, not from those
-//   that fired at this evaluation: a rule fires once on entry (or once per
-//   cooldown) but holds its state as long as its condition does.
+//   that fired at this evaluation: `cooldown` spaces a rule's firings out,
+//   but its state holds as long as its condition does (and keep_firing_for).
 #include "gpu/history.hpp"
 
 #include "core/text.hpp"

@@ -1,6 +1,7 @@
 // The GPU sample types shared by every backend: state names, the derived
 // memory percentage and the JSON form that cohort-smi --json and the
 // bindings print.
+#include "core/json_text.hpp"
 #include <cohort/gpu.hpp>
 
 #include <cmath>
@@ -107,6 +108,12 @@ boost::json::object gpu_json(const GpuReading& gpu) {
 
 }  // namespace
 
+std::string to_json(const std::vector<std::pair<double, GpuReading>>& history) {
+    boost::json::array out;
+    for (const auto& [time, gpu] : history) out.push_back(boost::json::object{{"time", time}, {"gpu", gpu_json(gpu)}});
+    return detail::to_text(out);
+}
+
 std::string GpuSample::to_json() const {
     boost::json::object root;
     root["time"] = time;
@@ -118,7 +125,7 @@ std::string GpuSample::to_json() const {
     boost::json::array list;
     for (const GpuReading& gpu : gpus) list.push_back(gpu_json(gpu));
     root["gpus"] = std::move(list);
-    return boost::json::serialize(root);
+    return detail::to_text(root);
 }
 
 }  // namespace cohort

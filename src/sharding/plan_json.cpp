@@ -1,3 +1,4 @@
+#include "core/json_text.hpp"
 #include "sharding/plan_builder.hpp"
 
 #include <boost/json.hpp>
@@ -46,7 +47,7 @@ std::string ShardPlan::to_json() const {
         shards.push_back(std::move(o));
     }
     root["shards"] = std::move(shards);
-    return json::serialize(root);
+    return detail::to_text(root);
 }
 
 }  // namespace cohort

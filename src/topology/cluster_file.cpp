@@ -1,4 +1,5 @@
 // The cluster file schema (docs/formats.md), read and written.
+#include "core/json_text.hpp"
 #include "config/document.hpp"
 
 #include <cohort/error.hpp>
@@ -105,7 +106,7 @@ std::string Topology::to_json() const {
     boost::json::object root;
     if (!name_.empty()) root["name"] = name_;
     root["nodes"] = std::move(nodes);
-    return boost::json::serialize(root);
+    return detail::to_text(root);
 }
 
 }  // namespace cohort

@@ -450,6 +450,8 @@ static void test_monitor_create_errors(void) {
               "/nonexistent/rules.yaml");
     CHECK_ERR(cohort_gpu_monitor_create(probe, 1.0, 10, data_file(path, sizeof path, "", "no_factor.yaml"), &monitor),
               COHORT_ERR_PARSE, "needs a parameter 'factor'");
+    /* Past the C++ monitor's own one-day limit: refused before the probe moves. */
+    CHECK_ERR(cohort_gpu_monitor_create(probe, 100000.0, 10, NULL, &monitor), BAD_ARGUMENT, "interval");
     CHECK(monitor == untouched);
     /* A monitor that failed to start leaves the probe usable. */
     char* json = NULL;
