@@ -217,11 +217,12 @@ class Context(_util.Handle):
             lib.cohort_context_set_int(h, key, int(value))
         elif isinstance(value, numbers.Real):
             lib.cohort_context_set_number(h, key, float(value))
-        elif isinstance(value, str):
-            data = value.encode("utf-8")
+        elif isinstance(value, (str, bytes, bytearray)):
+            # bytes pass through as they are: file headers hold binary markers.
+            data = value.encode("utf-8") if isinstance(value, str) else bytes(value)
             lib.cohort_context_set_string(h, key, data, len(data))
         else:
-            raise InvalidArgument(f"{name}: a value is a bool, int, float or str, "
+            raise InvalidArgument(f"{name}: a value is a bool, int, float, str or bytes, "
                                   f"not {type(value).__name__}")
 
     def set_text(self, name, text):
@@ -266,11 +267,11 @@ class Context(_util.Handle):
             lib.cohort_context_set_int_at(h, slot, int(value))
         elif isinstance(value, numbers.Real):
             lib.cohort_context_set_number_at(h, slot, float(value))
-        elif isinstance(value, str):
-            data = value.encode("utf-8")
+        elif isinstance(value, (str, bytes, bytearray)):
+            data = value.encode("utf-8") if isinstance(value, str) else bytes(value)
             lib.cohort_context_set_string_at(h, slot, data, len(data))
         else:
-            raise InvalidArgument(f"slot {slot}: a value is a bool, int, float or str, "
+            raise InvalidArgument(f"slot {slot}: a value is a bool, int, float, str or bytes, "
                                   f"not {type(value).__name__}")
 
 

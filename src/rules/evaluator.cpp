@@ -182,7 +182,16 @@ std::string describe(const Program& program, const RVal& v) {
         case RVal::boolean: return v.b ? "true" : "false";
         case RVal::integer: return fmt::format("{}", v.i);
         case RVal::number: return fmt::format("{}", v.d);
-        case RVal::string: return fmt::format("'{}'", v.s);
+        case RVal::string: {
+            // Headers hold binary markers: show bytes that do not print as \xNN.
+            std::string out = "'";
+            for (char c : v.s) {
+                const auto u = static_cast<unsigned char>(c);
+                if (u < 0x20 || u >= 0x7f) out += fmt::format("\\x{:02x}", u);
+                else out += c;
+            }
+            return out + "'";
+        }
         case RVal::list: {
             std::string out = "[";
             for (const RVal& item : program.lists[v.list_index]) out += (out.size() > 1 ? ", " : "") + describe(program, item);

@@ -44,6 +44,14 @@ class ExpressionTest(unittest.TestCase):
         self.assertIs(e.test(gpu_memory=50), False)           # unknown AND false
         self.assertIs(e.test({"gpu_memory": 50, "unused": 1}), False)  # extra names ignored
 
+    def test_bytes_reach_conditions_unchanged(self):
+        # File headers carry binary markers (PyTorch's legacy pickle magic).
+        e = cohort.Expression("header startswith '\\x80\\x02' AND len(header) == 4")
+        self.assertIs(e.test(header=b"\x80\x02\x8a\x0a"), True)
+        self.assertIs(e.test(header=b"PK\x03\x04"), False)
+        steps = e.explain(header=b"PK\x03\x04")
+        self.assertIn("'PK\\x03\\x04'", [s.value for s in steps])
+
     def test_outcome_names_missing_variables_and_type_errors(self):
         e = cohort.Expression("gpu_memory > 80 AND file_type == 'model'")
         outcome = e.evaluate(gpu_memory=91.5)
@@ -150,7 +158,7 @@ class ContextTest(unittest.TestCase):
         self.assertIn("'mem' is declared number", str(caught.exception))
         with self.assertRaises(cohort.InvalidArgument) as caught:
             self.ctx["kind"] = [1, 2]
-        self.assertIn("bool, int, float or str, not list", str(caught.exception))
+        self.assertIn("bool, int, float, str or bytes, not list", str(caught.exception))
         with self.assertRaises(cohort.InvalidArgument):
             self.ctx["size"] = 2**64
         self.ctx.close()
