@@ -1,5 +1,7 @@
 #include "options.hpp"
 
+#include "../common/args.hpp"
+
 #include <charconv>
 #include <cstdio>
 #include <string_view>
@@ -100,23 +102,10 @@ cohort::RoleMask parse_roles(std::string_view text) {
 std::optional<Options> parse_options(int argc, char** argv) {
     Options options;
     bool bytes_given = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string_view arg = argv[i];
-        std::string_view value;
-        bool has_inline = false;
-        if (arg.starts_with("--")) {
-            if (auto eq = arg.find('='); eq != std::string_view::npos) {
-                value = arg.substr(eq + 1);
-                arg = arg.substr(0, eq);
-                has_inline = true;
-            }
-        }
-        auto next = [&]() -> std::string_view {
-            if (has_inline) return value;
-            if (i + 1 >= argc)
-                throw cohort::Error(cohort::Errc::invalid_argument, fmt::format("{} needs a value (see --help)", arg));
-            return argv[++i];
-        };
+    cohort_examples::Args args(argc, argv);
+    std::string_view arg;
+    auto next = [&] { return args.value(); };
+    while (args.next(arg)) {
         if (arg == "-h" || arg == "--help") {
             std::fputs(kHelp, stdout);
             return std::nullopt;
@@ -170,7 +159,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
         } else if (arg == "--limit") {
             options.limit = parse_number(arg, next());
         } else {
-            throw cohort::Error(cohort::Errc::invalid_argument, fmt::format("unknown option '{}' (see --help)", argv[i]));
+            throw cohort::Error(cohort::Errc::invalid_argument, fmt::format("unknown option '{}' (see --help)", args.current()));
         }
     }
     if (options.cluster.empty()) throw cohort::Error(cohort::Errc::invalid_argument, "--cluster FILE is required (see --help)");

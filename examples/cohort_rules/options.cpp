@@ -1,5 +1,7 @@
 #include "options.hpp"
 
+#include "../common/args.hpp"
+
 #include <cohort/cohort.hpp>
 
 #include <cmath>
@@ -70,22 +72,10 @@ std::optional<Options> parse_options(int argc, char** argv) {
     Options options;
     std::vector<std::string> positional;
     bool any_set = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string_view arg = argv[i];
-        std::string_view value;
-        bool has_inline = false;
-        if (arg.starts_with("--")) {
-            if (auto eq = arg.find('='); eq != std::string_view::npos) {
-                value = arg.substr(eq + 1);
-                arg = arg.substr(0, eq);
-                has_inline = true;
-            }
-        }
-        auto next = [&]() -> std::string_view {
-            if (has_inline) return value;
-            if (i + 1 >= argc) usage(fmt::format("{} needs a value (see --help)", arg));
-            return argv[++i];
-        };
+    cohort_examples::Args args(argc, argv);
+    std::string_view arg;
+    auto next = [&] { return args.value(); };
+    while (args.next(arg)) {
         if (arg == "-h" || arg == "--help") {
             std::fputs(kHelp, stdout);
             return std::nullopt;
@@ -109,7 +99,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
         } else if (arg == "--strict") {
             options.strict = true;
         } else if (arg.size() > 1 && arg.starts_with("-")) {
-            usage(fmt::format("unknown option '{}' (see --help)", argv[i]));
+            usage(fmt::format("unknown option '{}' (see --help)", args.current()));
         } else {
             positional.emplace_back(arg);
         }
