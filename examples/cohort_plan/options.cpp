@@ -106,11 +106,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
     std::string_view arg;
     auto next = [&] { return args.value(); };
     while (args.next(arg)) {
-        if (arg == "-h" || arg == "--help") {
-            std::fputs(kHelp, stdout);
-            return std::nullopt;
-        } else if (arg == "--version") {
-            fmt::print("cohort-plan {}\n", cohort::kVersion);
+        if (cohort_examples::Args::help_or_version(arg, kHelp, "cohort-plan")) {
             return std::nullopt;
         } else if (arg == "-c" || arg == "--cluster") {
             options.cluster = next();

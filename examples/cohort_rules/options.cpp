@@ -76,11 +76,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
     std::string_view arg;
     auto next = [&] { return args.value(); };
     while (args.next(arg)) {
-        if (arg == "-h" || arg == "--help") {
-            std::fputs(kHelp, stdout);
-            return std::nullopt;
-        } else if (arg == "--version") {
-            fmt::print("cohort-rules {}\n", cohort::kVersion);
+        if (cohort_examples::Args::help_or_version(arg, kHelp, "cohort-rules")) {
             return std::nullopt;
         } else if (arg == "-s" || arg == "--set") {
             const std::string_view assignment = next();

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cohort/error.hpp>
+#include <cohort/version.hpp>
+
+#include <cstdio>
 
 #include <string_view>
 
@@ -40,6 +43,20 @@ public:
             throw cohort::Error(cohort::Errc::invalid_argument, fmt::format("{} needs a value (see --help)", flag_));
         }
         return argv_[++index_];
+    }
+
+    // Prints the help or the version when `arg` asks for it; true if it did
+    // (the program then exits 0).
+    static bool help_or_version(std::string_view arg, const char* help, std::string_view program) {
+        if (arg == "-h" || arg == "--help") {
+            std::fputs(help, stdout);
+            return true;
+        }
+        if (arg == "--version") {
+            fmt::print("{} {}\n", program, cohort::kVersion);
+            return true;
+        }
+        return false;
     }
 
     // The current argument as typed, for messages.
