@@ -33,8 +33,10 @@ class HelpAndVersion(unittest.TestCase):
                      "--at SECONDS", "--json", "--strict", "--help", "--version", "Exit status"]:
             self.assertIn(word, result.stdout)
         # Every flag the parser accepts appears in the help.
-        with open(os.path.join(HERE, "..", "..", "..", "examples", "cohort_rules", "options.cpp")) as f:
-            source = f.read()
+        source = ""
+        for part in (("cohort_rules", "options.cpp"), ("common", "args.hpp")):
+            with open(os.path.join(HERE, "..", "..", "..", "examples", *part)) as f:
+                source += f.read()
         flags = set(re.findall(r'arg == "(--?[a-z-]+)"', source))
         self.assertGreaterEqual(len(flags), 7)
         for flag in flags:

@@ -36,8 +36,11 @@ class HelpAndUsage(unittest.TestCase):
                      "--deadline SECONDS", "n/s", "not supported", "Exit status"]:
             self.assertIn(word, result.stdout)
         # Every flag the parser accepts appears in the help.
-        with open(os.path.join(SOURCE, "examples", "cohort_smi", "options.cpp")) as f:
-            flags = set(re.findall(r'arg == "(--?[a-z-]+)"', f.read()))
+        source = ""
+        for part in (("cohort_smi", "options.cpp"), ("common", "args.hpp")):
+            with open(os.path.join(SOURCE, "examples", *part)) as f:
+                source += f.read()
+        flags = set(re.findall(r'arg == "(--?[a-z-]+)"', source))
         self.assertGreaterEqual(len(flags), 13)
         for flag in flags:
             self.assertIn(flag, result.stdout, f"{flag} is accepted but not in --help")
