@@ -16,6 +16,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "console_options.hpp"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -173,13 +175,7 @@ private:
 }  // namespace
 
 int main(int argc, char** argv) {
-    // Initialize consumes the flags, so read the one the table needs first.
-    int options = isatty(STDOUT_FILENO) != 0 ? benchmark::ConsoleReporter::OO_Color : 0;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        if (arg == "--benchmark_counters_tabular" || arg == "--benchmark_counters_tabular=true")
-            options |= benchmark::ConsoleReporter::OO_Tabular;
-    }
+    const auto options = console_options(argc, argv);  // before Initialize consumes the flags
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     // What "auto" would choose here, and why it rejected the others.
@@ -204,7 +200,7 @@ int main(int argc, char** argv) {
     }
     benchmark::RegisterBenchmark("BM_prefetch_factor", BM_prefetch_factor)->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark("BM_transfer_delay", BM_transfer_delay)->Unit(benchmark::kMicrosecond);
-    OverheadReporter reporter(static_cast<benchmark::ConsoleReporter::OutputOptions>(options));
+    OverheadReporter reporter(options);
     benchmark::RunSpecifiedBenchmarks(&reporter);
     benchmark::Shutdown();
     std::filesystem::remove(simulated_file());

@@ -17,6 +17,8 @@
 #include <cohort/cohort.hpp>
 
 #include <benchmark/benchmark.h>
+
+#include "console_options.hpp"
 #include <lua.hpp>
 
 #include <cstdint>
@@ -314,16 +316,10 @@ private:
 }  // namespace
 
 int main(int argc, char** argv) {
-    // Initialize consumes the flags, so read the one the table needs first.
-    int options = isatty(STDOUT_FILENO) != 0 ? benchmark::ConsoleReporter::OO_Color : 0;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        if (arg == "--benchmark_counters_tabular" || arg == "--benchmark_counters_tabular=true")
-            options |= benchmark::ConsoleReporter::OO_Tabular;
-    }
+    const auto options = console_options(argc, argv);  // before Initialize consumes the flags
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-    RatioReporter reporter(static_cast<benchmark::ConsoleReporter::OutputOptions>(options));
+    RatioReporter reporter(options);
     benchmark::RunSpecifiedBenchmarks(&reporter);
     benchmark::Shutdown();
     return 0;
