@@ -27,7 +27,6 @@
 #include <string_view>
 #include <vector>
 
-#include <unistd.h>
 
 namespace {
 

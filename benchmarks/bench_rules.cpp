@@ -30,7 +30,6 @@
 #include <string_view>
 #include <vector>
 
-#include <unistd.h>
 
 namespace {
 
