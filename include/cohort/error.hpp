@@ -25,6 +25,10 @@ enum class Errc : int32_t {
     internal = 10,
     buffer_too_small = 11,
     unsatisfiable = 12,
+    peer_failed = 13,        // a peer died, closed its connection or sent garbage
+    mismatch = 14,           // ranks called different operations or arguments
+    closed = 15,             // the communicator is broken or closed
+    permission_denied = 16,  // a secret or token did not match
 };
 
 // A short name for a code: "invalid argument", "parse error", ...

@@ -17,6 +17,10 @@ const char* errc_name(Errc code) noexcept {
         case Errc::internal: return "internal error";
         case Errc::buffer_too_small: return "buffer too small";
         case Errc::unsatisfiable: return "unsatisfiable";
+        case Errc::peer_failed: return "peer failed";
+        case Errc::mismatch: return "mismatch";
+        case Errc::closed: return "closed";
+        case Errc::permission_denied: return "permission denied";
     }
     return "unknown status code";
 }

@@ -1,0 +1,144 @@
+// Collectives over TCP: all-reduce, broadcast, barrier, allgather and
+// reduce-scatter among `size` ranks that met through a Store. Every rank
+// ends with identical bytes. A dead, silent or disagreeing peer is an
+// Error naming it, within the operation's timeout, never a hang; after such
+// an error the communicator is broken and a new one must be created.
+// docs/collectives.md describes the algorithms, failures and wire format.
+#pragma once
+
+#include <cohort/dtype.hpp>
+#include <cohort/export.hpp>
+#include <cohort/reduce_op.hpp>
+#include <cohort/store.hpp>
+#include <cohort/work.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cohort {
+
+enum class Algorithm : int32_t {
+    automatic = 0,     // chosen by size and topology ("auto")
+    star = 1,          // rank 0 gathers, reduces and sends back
+    ring = 2,          // chunked reduce-scatter then allgather
+    doubling = 3,      // recursive doubling: log2(n) steps, for small messages
+    hierarchical = 4,  // reduce to a leader per host, ring among leaders, broadcast
+};
+
+COHORT_API const char* algorithm_name(Algorithm algorithm) noexcept;  // "auto", "ring", ...
+COHORT_API Algorithm parse_algorithm(std::string_view name);         // Error(invalid_argument)
+
+struct CommOptions {
+    int rank = -1;
+    int size = 0;
+    // Where ranks exchange addresses: "tcp://HOST:PORT" (rank 0 hosts it) or
+    // "file:///DIR". Ignored when `store` is set.
+    std::string store_url;
+    std::shared_ptr<Store> store;
+    // Connections refuse peers of another job or generation.
+    std::string job_id = "cohort";
+    uint64_t generation = 0;
+    // Default timeout of each operation.
+    std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+    // Bounds the whole set-up: store, addresses, connections, handshakes.
+    std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+    // When not empty, every connection proves both sides know it (HMAC-SHA256
+    // over both sides' nonces). Defaults to $COHORT_SECRET.
+    std::string secret;
+    // The address to listen on and advertise ("HOST" or "HOST:PORT"); else
+    // $COHORT_SOCKET_ADDR, else the address of interface `ifname`
+    // ($COHORT_SOCKET_IFNAME), else that of the interface routing to the store.
+    std::string address;
+    std::string ifname;
+    // The host each rank is on, for hierarchical all-reduce; defaults to the
+    // machine's host name. Ranks with equal labels share a host.
+    std::string host_label;
+    // Named all-reduce packs tensors into buffers of at most this many bytes.
+    std::size_t fusion_threshold = std::size_t(64) << 20;
+    // Kernel socket buffer sizes (SO_SNDBUF / SO_RCVBUF); 0 keeps the default.
+    std::size_t socket_buffer = std::size_t(4) << 20;
+    // The largest frame payload sent or accepted; messages are cut into
+    // frames of this size at most.
+    std::size_t max_frame = std::size_t(4) << 20;
+};
+
+// Per-call options. A zero timeout means the communicator's default.
+struct CallOptions {
+    Algorithm algorithm = Algorithm::automatic;
+    std::chrono::milliseconds timeout{0};
+};
+
+// One buffer of a named all-reduce.
+struct Tensor {
+    std::span<std::byte> data;
+    DataType dtype = DataType::float32;
+};
+
+class COHORT_API Communicator {
+public:
+    // Meets the other ranks through the store and connects to them; throws
+    // Error(invalid_argument) for bad options, Error(timeout) naming the
+    // ranks that never showed up, Error(unavailable) when a peer refuses
+    // the handshake (saying what differed).
+    explicit Communicator(const CommOptions& options);
+    Communicator(Communicator&&) noexcept;
+    Communicator& operator=(Communicator&&) noexcept;
+    ~Communicator();  // closes; never blocks longer than a short grace period
+
+    int rank() const;
+    int size() const;
+    // The host label of each rank, as the ranks registered them.
+    const std::vector<std::string>& hosts() const;
+    bool broken() const;
+    std::string broken_reason() const;  // empty while healthy
+    // What `automatic` picks for a message of `bytes` bytes.
+    Algorithm choose(std::size_t bytes) const;
+
+    // `in` and `out` hold `count` elements of `dtype`; they may be the same
+    // buffer, and `out` must not otherwise overlap `in`.
+    void allreduce(const void* in, void* out, std::size_t count, DataType dtype, ReduceOp op,
+                   const CallOptions& call = {});
+    void allreduce(void* data, std::size_t count, DataType dtype, ReduceOp op, const CallOptions& call = {});
+    template <typename T>
+    void allreduce(std::span<T> data, ReduceOp op = ReduceOp::sum, const CallOptions& call = {}) {
+        allreduce(data.data(), data.size(), dtype_of<std::remove_const_t<T>>::value, op, call);
+    }
+    // Root's `bytes` bytes end in every rank's `data`.
+    void broadcast(void* data, std::size_t bytes, int root, const CallOptions& call = {});
+    void barrier(const CallOptions& call = {});
+    // Every rank contributes `bytes` bytes; `out` gets size() * bytes, rank order.
+    void allgather(const void* in, void* out, std::size_t bytes, const CallOptions& call = {});
+    // `in` holds size() * count elements; rank r gets the reduction of block r.
+    void reduce_scatter(const void* in, void* out, std::size_t count, DataType dtype, ReduceOp op,
+                        const CallOptions& call = {});
+    // Reduces every tensor in place, packed through fusion buffers in name
+    // order; every rank must pass the same names, sizes and types.
+    void allreduce_named(std::map<std::string, Tensor>& tensors, ReduceOp op, const CallOptions& call = {});
+
+    // Asynchronous forms: the buffers must stay valid until the Work is done.
+    Work allreduce_async(const void* in, void* out, std::size_t count, DataType dtype, ReduceOp op,
+                         const CallOptions& call = {});
+    Work broadcast_async(void* data, std::size_t bytes, int root, const CallOptions& call = {});
+    Work barrier_async(const CallOptions& call = {});
+    Work allgather_async(const void* in, void* out, std::size_t bytes, const CallOptions& call = {});
+    Work reduce_scatter_async(const void* in, void* out, std::size_t count, DataType dtype, ReduceOp op,
+                              const CallOptions& call = {});
+
+    // Says goodbye to the peers (they see a clean close, not a failure) and
+    // releases the sockets. Pending asynchronous operations fail.
+    void close();
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cohort

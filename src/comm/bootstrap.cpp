@@ -1,0 +1,147 @@
+// Setting a communicator up: check the options, meet the other ranks in
+// the store, listen, connect the mesh.
+#include "comm/communicator_impl.hpp"
+
+#include "comm/transport/address.hpp"
+#include "comm/transport/mesh.hpp"
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+namespace cohort {
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace {
+
+void check(const CommOptions& o) {
+    auto bad = [](std::string what) { throw Error(Errc::invalid_argument, "communicator: " + what); };
+    if (o.size < 1) bad(fmt::format("size must be at least 1, not {}", o.size));
+    if (o.rank < 0 || o.rank >= o.size) bad(fmt::format("rank {} is outside 0..{}", o.rank, o.size - 1));
+    if (!o.store && o.store_url.empty() && o.size > 1)
+        bad("no store: give a store URL (tcp://HOST:PORT or file:///DIR) or a Store");
+    if (o.job_id.empty() || o.job_id.size() > 256) bad("the job id must have 1 to 256 bytes");
+    if (o.timeout.count() <= 0) bad("the operation timeout must be positive");
+    if (o.connect_timeout.count() <= 0) bad("the connect timeout must be positive");
+    if (o.max_frame < 4096 || o.max_frame > (std::size_t(256) << 20))
+        bad(fmt::format("max_frame {} is outside 4 KiB..256 MiB", o.max_frame));
+    if (o.socket_buffer > (std::size_t(1) << 30)) bad("socket_buffer above 1 GiB");
+}
+
+std::string store_host(const std::string& address) {
+    if (address.rfind("tcp://", 0) != 0) return "";
+    std::string host, port;
+    comm::split_host_port(address.substr(6), host, port);
+    return host;
+}
+
+std::string machine_name() {
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+    return name;
+}
+
+std::string endpoint_text(const tcp::endpoint& ep) {
+    if (ep.address().is_v6()) return fmt::format("[{}]:{}", ep.address().to_string(), ep.port());
+    return fmt::format("{}:{}", ep.address().to_string(), ep.port());
+}
+
+}  // namespace
+
+Communicator::Impl::Impl(const CommOptions& given) : options(given) {
+    if (options.secret.empty())
+        if (const char* s = std::getenv("COHORT_SECRET")) options.secret = s;
+    check(options);
+    const auto deadline = comm::deadline_after(options.connect_timeout);
+    const int rank = options.rank, size = options.size;
+    if (options.host_label.empty()) options.host_label = machine_name();
+    hosts.assign(size, options.host_label);
+    auto io = std::make_unique<asio::io_context>();
+    if (size == 1) {
+        engine = std::make_unique<comm::Engine>(0, 1, std::vector<std::unique_ptr<comm::Peer>>(1), options.max_frame,
+                                                std::move(io));
+        return;
+    }
+
+    store = options.store;
+    if (!store) {
+        StoreOptions so;
+        so.timeout = options.connect_timeout;
+        so.host = rank == 0 && options.store_url.rfind("tcp://", 0) == 0;
+        store = open_store(options.store_url, so);
+    }
+    // Each rank numbers its communicators of this job and generation, so a
+    // second communicator on the same store never reads the first's keys.
+    auto job = scoped_store(store, fmt::format("cohort/{}/{}/", options.job_id, options.generation));
+    const int64_t instance = job->add(fmt::format("instances/{}", rank), 1);
+    auto scoped = scoped_store(job, fmt::format("{}/", instance));
+
+    const auto chosen = comm::choose_listen_address(options.address, options.ifname, store_host(store->address()));
+    tcp::acceptor acceptor(*io);
+    boost::system::error_code ec;
+    const tcp::endpoint listen_at(chosen.ip, chosen.port);
+    acceptor.open(listen_at.protocol(), ec);
+    if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec && options.socket_buffer > 0)
+        acceptor.set_option(asio::socket_base::receive_buffer_size(static_cast<int>(options.socket_buffer)), ec);
+    if (!ec) acceptor.bind(listen_at, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec)
+        throw Error(Errc::unavailable, fmt::format("rank {} cannot listen on {} (chosen by {}): {}", rank,
+                                                   endpoint_text(listen_at), chosen.source, ec.message()));
+    const auto local = acceptor.local_endpoint();
+    scoped->set(fmt::format("rank/{}", rank),
+                fmt::format("{}\n{}\n{}", local.address().to_string(), local.port(), options.host_label));
+
+    std::vector<std::string> keys;
+    for (int r = 0; r < size; ++r) keys.push_back(fmt::format("rank/{}", r));
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - comm::Clock::now());
+    try {
+        scoped->wait(keys, std::max(left, std::chrono::milliseconds(1)));
+    } catch (const Error& e) {
+        if (e.code() != Errc::timeout) throw;
+        std::string missing;
+        for (int r = 0; r < size; ++r)
+            if (!scoped->try_get(keys[r])) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        throw Error(Errc::timeout,
+                    fmt::format("rank {}: rank(s) {} of {} never registered with the store {} within {:g} s; are they "
+                                "running, with the same store, job id '{}' and generation {}?",
+                                rank, missing, size, store->address(), options.connect_timeout.count() / 1000.0,
+                                options.job_id, options.generation));
+    }
+    std::vector<tcp::endpoint> endpoints(size);
+    for (int r = 0; r < size; ++r) {
+        std::istringstream text(scoped->get(keys[r], std::chrono::milliseconds(1000)));
+        std::string address, port, label;
+        std::getline(text, address);
+        std::getline(text, port);
+        std::getline(text, label);
+        const auto ip = asio::ip::make_address(address, ec);
+        if (ec || port.empty())
+            throw Error(Errc::parse, fmt::format("rank {}: the store holds a malformed address for rank {}: '{}'",
+                                                 rank, r, address));
+        endpoints[r] = tcp::endpoint(ip, static_cast<uint16_t>(std::stoul(port)));
+        hosts[r] = label.empty() ? address : label;
+        if (r != rank && ip.is_loopback() && !local.address().is_loopback())
+            throw Error(Errc::invalid_argument,
+                        fmt::format("rank {} advertises a loopback address ({}) but this rank listens on {}: ranks "
+                                    "on other machines cannot reach it; set COHORT_SOCKET_IFNAME",
+                                    r, address, local.address().to_string()));
+    }
+    std::set<std::string> distinct(hosts.begin(), hosts.end());
+    host_count = distinct.size();
+    multi_rank_host = host_count < hosts.size();
+
+    comm::MeshOptions mesh{rank, size, options.job_id, options.generation, options.secret, options.socket_buffer,
+                           deadline};
+    auto peers = comm::connect_mesh(*io, acceptor, endpoints, mesh);
+    engine = std::make_unique<comm::Engine>(rank, size, std::move(peers), options.max_frame, std::move(io));
+}
+
+}  // namespace cohort

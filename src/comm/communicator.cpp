@@ -1,0 +1,280 @@
+// The Communicator's operations: check the arguments on the caller's
+// thread, then run the algorithm in issue order.
+#include "comm/algorithms/algorithms.hpp"
+#include "comm/communicator_impl.hpp"
+#include "comm/reduce.hpp"
+
+#include "core/text.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <limits>
+
+namespace cohort {
+namespace {
+
+using comm::OpKind;
+using comm::OpSignature;
+
+constexpr std::string_view kAlgorithmNames[] = {"auto", "star", "ring", "doubling", "hierarchical"};
+
+std::size_t checked_bytes(const char* fn, std::size_t count, std::size_t element) {
+    if (element != 0 && count > std::numeric_limits<std::size_t>::max() / element)
+        throw Error(Errc::invalid_argument, fmt::format("{}: {} elements of {} bytes overflow", fn, count, element));
+    return count * element;
+}
+
+void check_pointer(const char* fn, const void* p, std::size_t bytes, const char* name) {
+    if (p == nullptr && bytes > 0)
+        throw Error(Errc::invalid_argument, fmt::format("{}: {} is null but {} bytes were given", fn, name, bytes));
+}
+
+void check_types(const char* fn, DataType dtype, ReduceOp op) {
+    if (!dtype_valid(dtype))
+        throw Error(Errc::invalid_argument, fmt::format("{}: unknown dtype {}", fn, static_cast<int>(dtype)));
+    if (!reduce_op_valid(op))
+        throw Error(Errc::invalid_argument, fmt::format("{}: unknown reduce op {}", fn, static_cast<int>(op)));
+}
+
+void check_algorithm(const char* fn, Algorithm a) {
+    if (static_cast<int>(a) < 0 || static_cast<int>(a) > 4)
+        throw Error(Errc::invalid_argument, fmt::format("{}: unknown algorithm {}", fn, static_cast<int>(a)));
+}
+
+comm::Reduction reduction(const void* in, void* out, std::size_t count, DataType dtype, ReduceOp op, int ranks) {
+    return {static_cast<const std::byte*>(in), static_cast<std::byte*>(out), count, dtype, op, dtype_size(dtype), ranks};
+}
+
+uint64_t fnv1a(uint64_t h, const void* data, std::size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+}  // namespace
+
+const char* algorithm_name(Algorithm a) noexcept {
+    const auto i = static_cast<std::size_t>(a);
+    return i < std::size(kAlgorithmNames) ? kAlgorithmNames[i].data() : "unknown";
+}
+
+Algorithm parse_algorithm(std::string_view name) {
+    for (std::size_t i = 0; i < std::size(kAlgorithmNames); ++i)
+        if (name == kAlgorithmNames[i]) return static_cast<Algorithm>(i);
+    if (name == "automatic") return Algorithm::automatic;
+    std::string message = fmt::format("unknown algorithm '{}'", name);
+    if (auto near = detail::closest_word(name, std::span<const std::string_view>(kAlgorithmNames)))
+        message += fmt::format(" (did you mean '{}'?)", *near);
+    throw Error(Errc::invalid_argument, message + "; expected auto, star, ring, doubling or hierarchical");
+}
+
+Algorithm Communicator::Impl::resolve(Algorithm requested, std::size_t bytes) const {
+    if (requested != Algorithm::automatic) return requested;
+    if (options.size <= 2 && bytes > (std::size_t(64) << 10)) return Algorithm::ring;
+    if (bytes <= (std::size_t(64) << 10)) return Algorithm::doubling;
+    if (multi_rank_host && host_count > 1) return Algorithm::hierarchical;
+    return Algorithm::ring;
+}
+
+void Communicator::Impl::begin(OpSignature op, const CallOptions& call) {
+    op.seq = ++seq;
+    const auto timeout = timeout_of(call);
+    engine->begin(op, comm::deadline_after(timeout), timeout);
+}
+
+Communicator::Communicator(const CommOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const { return impl_->options.rank; }
+int Communicator::size() const { return impl_->options.size; }
+const std::vector<std::string>& Communicator::hosts() const { return impl_->hosts; }
+bool Communicator::broken() const { return impl_->engine->broken(); }
+std::string Communicator::broken_reason() const { return impl_->engine->broken_reason(); }
+Algorithm Communicator::choose(std::size_t bytes) const { return impl_->resolve(Algorithm::automatic, bytes); }
+
+// ---------------------------------------------------------------- allreduce
+
+namespace {
+
+std::function<void()> allreduce_op(Communicator::Impl& impl, const void* in, void* out, std::size_t count,
+                                   DataType dtype, ReduceOp op, const CallOptions& call, uint64_t aux = 0) {
+    const char* fn = "allreduce";
+    check_types(fn, dtype, op);
+    check_algorithm(fn, call.algorithm);
+    const std::size_t bytes = checked_bytes(fn, count, dtype_size(dtype));
+    check_pointer(fn, in, bytes, "the input buffer");
+    check_pointer(fn, out, bytes, "the output buffer");
+    const auto* a = static_cast<const std::byte*>(in);
+    auto* b = static_cast<std::byte*>(out);
+    if (a != b && a < b + bytes && b < a + bytes)
+        throw Error(Errc::invalid_argument, "allreduce: the input and output buffers overlap without being equal");
+    const Algorithm algorithm = impl.resolve(call.algorithm, bytes);
+    return [&impl, in, out, count, dtype, op, call, algorithm, aux] {
+        OpSignature sig{OpKind::allreduce, static_cast<uint8_t>(dtype), static_cast<uint8_t>(op),
+                        static_cast<uint8_t>(algorithm), 0, 0, count, aux};
+        impl.begin(sig, call);
+        auto& engine = *impl.engine;
+        const auto r = reduction(in, out, count, dtype, op, impl.options.size);
+        switch (algorithm) {
+            case Algorithm::star: comm::allreduce_star(engine, r); break;
+            case Algorithm::doubling: comm::allreduce_doubling(engine, r); break;
+            case Algorithm::hierarchical: comm::allreduce_hierarchical(engine, impl.hosts, r); break;
+            case Algorithm::ring:
+            case Algorithm::automatic: {
+                std::vector<int> members(impl.options.size);
+                for (int i = 0; i < impl.options.size; ++i) members[i] = i;
+                comm::allreduce_ring(engine, members, r);
+                break;
+            }
+        }
+    };
+}
+
+}  // namespace
+
+void Communicator::allreduce(const void* in, void* out, std::size_t count, DataType dtype, ReduceOp op,
+                             const CallOptions& call) {
+    impl_->execute("allreduce", allreduce_op(*impl_, in, out, count, dtype, op, call));
+}
+
+void Communicator::allreduce(void* data, std::size_t count, DataType dtype, ReduceOp op, const CallOptions& call) {
+    allreduce(data, data, count, dtype, op, call);
+}
+
+Work Communicator::allreduce_async(const void* in, void* out, std::size_t count, DataType dtype, ReduceOp op,
+                                   const CallOptions& call) {
+    return impl_->submit("allreduce", allreduce_op(*impl_, in, out, count, dtype, op, call));
+}
+
+void Communicator::allreduce_named(std::map<std::string, Tensor>& tensors, ReduceOp op, const CallOptions& call) {
+    // The names, sizes and types hash into every fused operation's
+    // signature, so ranks with different maps fail with a mismatch instead
+    // of reducing unrelated bytes.
+    uint64_t aux = 1469598103934665603ull;
+    for (const auto& [name, t] : tensors) {
+        if (!dtype_valid(t.dtype))
+            throw Error(Errc::invalid_argument, fmt::format("allreduce_named: tensor '{}' has an unknown dtype", name));
+        if (t.data.size() % dtype_size(t.dtype) != 0)
+            throw Error(Errc::invalid_argument,
+                        fmt::format("allreduce_named: tensor '{}' has {} bytes, not a whole number of {} elements",
+                                    name, t.data.size(), dtype_name(t.dtype)));
+        const uint64_t meta[2] = {t.data.size(), static_cast<uint64_t>(t.dtype)};
+        aux = fnv1a(fnv1a(aux, name.data(), name.size() + 1), meta, sizeof meta);
+    }
+    const std::size_t threshold = std::max<std::size_t>(impl_->options.fusion_threshold, 1);
+    std::vector<std::byte> fusion;
+    auto it = tensors.begin();
+    while (it != tensors.end()) {
+        const DataType dtype = it->second.dtype;
+        if (it->second.data.size() >= threshold) {  // too big to be worth copying
+            auto& t = it->second;
+            impl_->execute("allreduce", allreduce_op(*impl_, t.data.data(), t.data.data(),
+                                                     t.data.size() / dtype_size(dtype), dtype, op, call, aux));
+            ++it;
+            continue;
+        }
+        auto end = it;
+        std::size_t bytes = 0;
+        while (end != tensors.end() && end->second.dtype == dtype && end->second.data.size() < threshold &&
+               bytes + end->second.data.size() <= threshold) {
+            bytes += end->second.data.size();
+            ++end;
+        }
+        fusion.resize(bytes);
+        std::size_t at = 0;
+        for (auto t = it; t != end; ++t) {
+            if (!t->second.data.empty()) std::memcpy(fusion.data() + at, t->second.data.data(), t->second.data.size());
+            at += t->second.data.size();
+        }
+        impl_->execute("allreduce", allreduce_op(*impl_, fusion.data(), fusion.data(), bytes / dtype_size(dtype), dtype,
+                                                 op, call, aux));
+        at = 0;
+        for (auto t = it; t != end; ++t) {
+            if (!t->second.data.empty()) std::memcpy(t->second.data.data(), fusion.data() + at, t->second.data.size());
+            at += t->second.data.size();
+        }
+        it = end;
+    }
+}
+
+// ------------------------------------------------------------ data movement
+
+namespace {
+
+std::function<void()> broadcast_op(Communicator::Impl& impl, void* data, std::size_t bytes, int root,
+                                   const CallOptions& call) {
+    check_pointer("broadcast", data, bytes, "the buffer");
+    if (root < 0 || root >= impl.options.size)
+        throw Error(Errc::invalid_argument,
+                    fmt::format("broadcast: root {} is outside 0..{}", root, impl.options.size - 1));
+    return [&impl, data, bytes, root, call] {
+        impl.begin(OpSignature{OpKind::broadcast, 0, 0, 0, static_cast<uint32_t>(root), 0, bytes, 0}, call);
+        comm::broadcast(*impl.engine, static_cast<std::byte*>(data), bytes, root,
+                        std::min<std::size_t>(impl.options.max_frame, std::size_t(1) << 20));
+    };
+}
+
+std::function<void()> barrier_op(Communicator::Impl& impl, const CallOptions& call) {
+    return [&impl, call] {
+        impl.begin(OpSignature{OpKind::barrier, 0, 0, 0, 0, 0, 0, 0}, call);
+        comm::barrier(*impl.engine);
+    };
+}
+
+std::function<void()> allgather_op(Communicator::Impl& impl, const void* in, void* out, std::size_t bytes,
+                                   const CallOptions& call) {
+    const std::size_t total = checked_bytes("allgather", bytes, impl.options.size);
+    check_pointer("allgather", in, bytes, "the input buffer");
+    check_pointer("allgather", out, total, "the output buffer");
+    return [&impl, in, out, bytes, call] {
+        impl.begin(OpSignature{OpKind::allgather, 0, 0, 0, 0, 0, bytes, 0}, call);
+        comm::allgather_ring(*impl.engine, static_cast<const std::byte*>(in), static_cast<std::byte*>(out), bytes);
+    };
+}
+
+std::function<void()> reduce_scatter_op(Communicator::Impl& impl, const void* in, void* out, std::size_t count,
+                                        DataType dtype, ReduceOp op, const CallOptions& call) {
+    const char* fn = "reduce_scatter";
+    check_types(fn, dtype, op);
+    const std::size_t block = checked_bytes(fn, count, dtype_size(dtype));
+    check_pointer(fn, in, checked_bytes(fn, block, impl.options.size), "the input buffer");
+    check_pointer(fn, out, block, "the output buffer");
+    return [&impl, in, out, count, dtype, op, call] {
+        impl.begin(OpSignature{OpKind::reduce_scatter, static_cast<uint8_t>(dtype), static_cast<uint8_t>(op),
+                               static_cast<uint8_t>(Algorithm::ring), 0, 0, count, 0},
+                   call);
+        comm::reduce_scatter_ring(*impl.engine, reduction(in, out, count, dtype, op, impl.options.size));
+    };
+}
+
+}  // namespace
+
+void Communicator::broadcast(void* data, std::size_t bytes, int root, const CallOptions& call) {
+    impl_->execute("broadcast", broadcast_op(*impl_, data, bytes, root, call));
+}
+void Communicator::barrier(const CallOptions& call) { impl_->execute("barrier", barrier_op(*impl_, call)); }
+void Communicator::allgather(const void* in, void* out, std::size_t bytes, const CallOptions& call) {
+    impl_->execute("allgather", allgather_op(*impl_, in, out, bytes, call));
+}
+void Communicator::reduce_scatter(const void* in, void* out, std::size_t count, DataType dtype, ReduceOp op,
+                                  const CallOptions& call) {
+    impl_->execute("reduce_scatter", reduce_scatter_op(*impl_, in, out, count, dtype, op, call));
+}
+Work Communicator::broadcast_async(void* data, std::size_t bytes, int root, const CallOptions& call) {
+    return impl_->submit("broadcast", broadcast_op(*impl_, data, bytes, root, call));
+}
+Work Communicator::barrier_async(const CallOptions& call) { return impl_->submit("barrier", barrier_op(*impl_, call)); }
+Work Communicator::allgather_async(const void* in, void* out, std::size_t bytes, const CallOptions& call) {
+    return impl_->submit("allgather", allgather_op(*impl_, in, out, bytes, call));
+}
+Work Communicator::reduce_scatter_async(const void* in, void* out, std::size_t count, DataType dtype, ReduceOp op,
+                                        const CallOptions& call) {
+    return impl_->submit("reduce_scatter", reduce_scatter_op(*impl_, in, out, count, dtype, op, call));
+}
+
+void Communicator::close() { impl_->close(); }
+
+}  // namespace cohort

@@ -1,0 +1,59 @@
+// The state behind a Communicator, shared by its files: set-up
+// (bootstrap.cpp), operations (communicator.cpp) and the progress thread
+// that runs asynchronous ones (progress.cpp).
+#pragma once
+
+#include "comm/engine.hpp"
+#include "comm/work_state.hpp"
+
+#include <cohort/communicator.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace cohort {
+
+struct Communicator::Impl {
+    explicit Impl(const CommOptions& options);
+    ~Impl();
+
+    // Runs `op` now on this thread, or, once asynchronous operations are in
+    // use, after them on the progress thread (operations keep their order).
+    void execute(const char* what, std::function<void()> op);
+    Work submit(const char* what, std::function<void()> op);
+    void close();
+
+    std::chrono::milliseconds timeout_of(const CallOptions& call) const {
+        return call.timeout.count() > 0 ? call.timeout : options.timeout;
+    }
+    // Opens operation number ++seq on the engine.
+    void begin(comm::OpSignature op, const CallOptions& call);
+    Algorithm resolve(Algorithm requested, std::size_t bytes) const;
+
+    CommOptions options;
+    std::shared_ptr<Store> store;  // kept: rank 0 may be hosting it
+    std::vector<std::string> hosts;
+    bool multi_rank_host = false;  // some host runs more than one rank
+    std::size_t host_count = 1;
+    std::unique_ptr<comm::Engine> engine;
+    uint64_t seq = 0;
+    std::mutex run_mutex;  // one operation at a time on the engine
+
+    struct Task {
+        std::function<void()> op;
+        std::shared_ptr<Work::State> state;
+    };
+    std::mutex queue_mutex;
+    std::condition_variable queue_cv;
+    std::deque<Task> queue;
+    std::thread progress;
+    bool progress_started = false;
+    bool stopping = false;
+    bool closed = false;
+};
+
+}  // namespace cohort

@@ -1,0 +1,366 @@
+// The engine's event handling: frames out, frames in, failures, deadlines.
+#include "comm/engine.hpp"
+
+#include "core/text.hpp"
+
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace cohort::comm {
+using detail::format_size;
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+Engine::Engine(int rank, int size, std::vector<std::unique_ptr<Peer>> peers, std::size_t max_frame,
+               std::unique_ptr<asio::io_context> io)
+    : rank_(rank), size_(size), io_(std::move(io)), peers_(std::move(peers)), max_frame_(max_frame) {
+    for (auto& peer : peers_)
+        if (peer) post_header_read(*peer);
+}
+
+Engine::~Engine() {
+    for (auto& peer : peers_)
+        if (peer) {
+            peer->recv = peer->send = nullptr;
+            error_code ignored;
+            peer->socket.close(ignored);
+        }
+    io_->restart();
+    io_->run();
+}
+
+std::byte* Engine::scratch(std::size_t bytes, int slot) {
+    auto& buffer = scratch_[slot];
+    if (buffer.size() < bytes) buffer.resize(bytes);
+    return buffer.data();
+}
+
+void Engine::begin(const OpSignature& op, Clock::time_point deadline, std::chrono::milliseconds timeout) {
+    if (broken_)
+        throw Error(Errc::closed, fmt::format("{} on rank {}: the communicator is broken ({}); create a new one",
+                                              describe(op), rank_, broken_reason()));
+    op_ = op;
+    deadline_ = deadline;
+    timeout_ = timeout;
+    in_op_ = true;
+}
+
+void Engine::run(std::initializer_list<Transfer> transfers) {
+    std::vector<Transfer> list(transfers);
+    run(std::span<Transfer>(list));
+}
+
+void Engine::run(std::span<Transfer> transfers) {
+    if (failed_) break_and_throw();
+    outstanding_ = transfers.size();
+    for (auto& t : transfers) {
+        Peer& peer = *peers_.at(t.peer);
+        if (t.direction == Transfer::Direction::send) {
+            peer.send = &t;
+            peer.send_done = peer.send_frames = 0;
+        } else {
+            peer.recv = &t;
+            peer.recv_done = peer.recv_frames = 0;
+        }
+    }
+    // Start after registering all, so a failure seen while starting one
+    // leaves no transfer half-registered.
+    for (auto& t : transfers) {
+        Peer& peer = *peers_[t.peer];
+        if (failed_) break;
+        if (t.direction == Transfer::Direction::send)
+            start_send(peer);
+        else
+            start_recv(peer);
+    }
+    while (outstanding_ > 0 && !failed_) {
+        if (io_->run_one_until(deadline_) == 0) {
+            if (io_->stopped()) io_->restart();
+            if (Clock::now() >= deadline_)
+                fail(Errc::timeout, fmt::format("{} timed out on rank {} after {} waiting for {}", describe(op_),
+                                                rank_, fmt::format("{:g} s", timeout_.count() / 1000.0), waiting_on()));
+        }
+    }
+    if (failed_) break_and_throw();
+}
+
+void Engine::finish_transfer() {
+    if (outstanding_ > 0) --outstanding_;
+}
+
+// ---------------------------------------------------------------- sending
+
+void Engine::start_send(Peer& peer) {
+    if (peer.gone) {
+        fail(peer.left ? Errc::closed : Errc::peer_failed,
+             fmt::format("{} on rank {}: cannot send to rank {}: {}", describe(op_), rank_, peer.rank,
+                         peer.gone_reason));
+        return;
+    }
+    write_frame(peer);
+}
+
+void Engine::write_frame(Peer& peer) {
+    Transfer& t = *peer.send;
+    const std::size_t length = std::min(max_frame_, t.bytes - peer.send_done);
+    encode(FrameHeader{FrameKind::data, op_, t.tag, static_cast<uint32_t>(length)}, peer.out_header);
+    peer.mid_frame = true;
+    const std::array<asio::const_buffer, 2> buffers{asio::buffer(peer.out_header),
+                                                    asio::buffer(t.data + peer.send_done, length)};
+    asio::async_write(peer.socket, buffers, [this, p = &peer, length](const error_code& ec, std::size_t) {
+        p->mid_frame = false;
+        if (ec == asio::error::operation_aborted || p->send == nullptr) return;
+        if (ec) {
+            // A peer that gave up writes an abort frame and closes; our send
+            // then fails with a reset before we read why. The header read,
+            // if one is outstanding, still gets the abort frame (or the end
+            // of the stream), so let it speak first.
+            const std::string why =
+                fmt::format("sending to it failed: {} (it died or closed the connection)", ec.message());
+            if (p->header_read_posted) {
+                p->send = nullptr;
+                p->send_error = why;
+                return;
+            }
+            peer_gone(*p, true, why);
+            return;
+        }
+        p->send_done += length;
+        ++p->send_frames;
+        if (p->send_done == p->send->bytes) {
+            p->send = nullptr;
+            finish_transfer();
+        } else {
+            write_frame(*p);
+        }
+    });
+}
+
+// -------------------------------------------------------------- receiving
+
+void Engine::start_recv(Peer& peer) {
+    if (peer.pending) {
+        const FrameHeader header = *peer.pending;
+        peer.pending.reset();
+        read_payload(peer, header);
+    } else if (peer.gone) {
+        fail(peer.left ? Errc::closed : Errc::peer_failed,
+             fmt::format("{} on rank {}: rank {} {}", describe(op_), rank_, peer.rank, peer.gone_reason));
+    } else if (!peer.header_read_posted) {
+        post_header_read(peer);
+    }
+}
+
+void Engine::post_header_read(Peer& peer) {
+    if (peer.gone || peer.pending || peer.header_read_posted) return;
+    peer.header_read_posted = true;
+    asio::async_read(peer.socket, asio::buffer(peer.in_header), [this, p = &peer](const error_code& ec, std::size_t) {
+        p->header_read_posted = false;
+        if (ec == asio::error::operation_aborted) return;
+        if (!ec) {
+            on_header(*p);
+        } else if (!p->send_error.empty()) {
+            peer_gone(*p, true, p->send_error);
+        } else if (ec == asio::error::eof) {
+            peer_gone(*p, true, "closed the connection without saying goodbye (it exited or died)");
+        } else {
+            peer_gone(*p, true, fmt::format("connection failed: {}", ec.message()));
+        }
+    });
+}
+
+void Engine::on_header(Peer& peer) {
+    FrameHeader header;
+    try {
+        header = decode(peer.in_header, max_frame_);
+    } catch (const Error& e) {
+        peer_gone(peer, true, fmt::format("{}; disconnected it", e.what()));
+        return;
+    }
+    switch (header.kind) {
+        case FrameKind::abort: read_abort(peer, header); return;
+        case FrameKind::goodbye: peer_gone(peer, false, "closed its communicator"); return;
+        case FrameKind::data:
+            if (peer.recv == nullptr) {
+                peer.pending = header;  // for the operation that will want it
+                return;
+            }
+            read_payload(peer, header);
+            return;
+    }
+}
+
+void Engine::read_payload(Peer& peer, const FrameHeader& header) {
+    Transfer& t = *peer.recv;
+    if (const std::string why = mismatch(op_, header.op); !why.empty()) {
+        fail(Errc::mismatch, fmt::format("{} on rank {} does not match rank {}: {}", describe(op_), rank_,
+                                         peer.rank, why));
+        return;
+    }
+    const std::size_t expected = std::min(max_frame_, t.bytes - peer.recv_done);
+    if (header.tag != t.tag || header.length != expected) {
+        fail(Errc::mismatch,
+             fmt::format("{} on rank {} does not match rank {}: it sent step {} with {} bytes, this rank expected "
+                         "step {} with {} bytes (are both running the same cohort version and algorithm?)",
+                         describe(op_), rank_, peer.rank, header.tag, header.length, t.tag, expected));
+        return;
+    }
+    auto done = [this, p = &peer, length = expected](const error_code& ec, std::size_t) {
+        if (ec == asio::error::operation_aborted || p->recv == nullptr) return;
+        if (ec) {
+            peer_gone(*p, true, fmt::format("connection failed in the middle of a frame: {}", ec.message()));
+            return;
+        }
+        Transfer& cur = *p->recv;
+        if (cur.on_chunk && length > 0) cur.on_chunk(p->recv_done, length);
+        p->recv_done += length;
+        ++p->recv_frames;
+        if (p->recv_done == cur.bytes) {
+            p->recv = nullptr;
+            finish_transfer();
+        }
+        post_header_read(*p);
+    };
+    if (expected == 0) {
+        done(error_code{}, 0);
+        return;
+    }
+    asio::async_read(peer.socket, asio::buffer(t.data + peer.recv_done, expected), std::move(done));
+}
+
+void Engine::read_abort(Peer& peer, const FrameHeader& header) {
+    peer.abort_text.assign(header.length, '\0');
+    asio::async_read(peer.socket, asio::buffer(peer.abort_text), [this, p = &peer, header](const error_code& ec,
+                                                                                          std::size_t) {
+        if (ec == asio::error::operation_aborted) return;
+        const auto code = static_cast<Errc>(header.op.aux);
+        const std::string text = ec ? std::string("(its message was cut off)") : p->abort_text;
+        p->gone = true;
+        p->gone_reason = "aborted the communicator: " + text;
+        if (!failed_) fail(code == Errc::ok ? Errc::peer_failed : code, fmt::format("rank {} gave up: {}", p->rank, text));
+    });
+}
+
+// ---------------------------------------------------------------- failure
+
+void Engine::peer_gone(Peer& peer, bool died, const std::string& reason) {
+    if (peer.gone) return;
+    peer.gone = true;
+    peer.left = !died;
+    peer.gone_reason = reason;
+    error_code ignored;
+    if (died) peer.socket.close(ignored);
+    // A clean goodbye only matters to an operation that still needs the peer;
+    // a death breaks the communicator at once.
+    const bool needed = peer.recv != nullptr || peer.send != nullptr;
+    if (died || needed) {
+        const std::string what = in_op_ ? describe(op_) : std::string("the communicator");
+        fail(died ? Errc::peer_failed : Errc::closed,
+             fmt::format("{} on rank {}: rank {} ({}) {}", what, rank_, peer.rank, peer.endpoint, reason));
+    }
+}
+
+void Engine::mark_broken(Errc code, std::string reason) {
+    {
+        std::lock_guard lock(reason_mutex_);
+        broken_reason_ = std::move(reason);
+    }
+    broken_code_ = code;
+    broken_ = true;
+}
+
+void Engine::fail(Errc code, std::string message) {
+    if (failed_) return;
+    failed_ = true;
+    fail_code_ = code;
+    fail_message_ = std::move(message);
+}
+
+void Engine::fail_now(Errc code, std::string message) {
+    fail(code, std::move(message));
+    break_and_throw();
+}
+
+std::string Engine::waiting_on() const {
+    std::vector<std::string> parts;
+    for (const auto& peer : peers_) {
+        if (!peer) continue;
+        if (peer->recv)
+            parts.push_back(fmt::format("data from rank {} ({} of {} received)", peer->rank,
+                                        format_size(peer->recv_done), format_size(peer->recv->bytes)));
+        if (peer->send)
+            parts.push_back(fmt::format("rank {} to take data ({} of {} sent)", peer->rank,
+                                        format_size(peer->send_done), format_size(peer->send->bytes)));
+    }
+    if (parts.empty()) return "nothing";
+    std::string text = parts[0];
+    for (std::size_t i = 1; i < parts.size(); ++i) text += (i + 1 == parts.size() ? " and " : ", ") + parts[i];
+    return text + "; a rank that never called this operation, or a hung or dead one, is the usual cause";
+}
+
+void Engine::break_and_throw() {
+    in_op_ = false;
+    if (!broken_) {
+        mark_broken(fail_code_, fail_message_);
+        // Tell every peer we can reach why we stop, so none waits for us until
+        // its own timeout; a connection with half a frame in it is only closed.
+        FrameHeader abort{FrameKind::abort, op_, 0, 0};
+        abort.op.aux = static_cast<uint64_t>(fail_code_);
+        const std::string text = fail_message_.substr(0, kMaxAbortText);
+        abort.length = static_cast<uint32_t>(text.size());
+        for (auto& peer : peers_) {
+            if (!peer) continue;
+            peer->recv = peer->send = nullptr;
+            error_code ignored;
+            if (peer->gone || peer->mid_frame) {
+                peer->socket.close(ignored);
+                continue;
+            }
+            encode(abort, peer->out_header);
+            const std::array<asio::const_buffer, 2> buffers{asio::buffer(peer->out_header), asio::buffer(text)};
+            peer->socket.non_blocking(true, ignored);
+            asio::write(peer->socket, buffers, ignored);  // best effort: never waits on a full socket
+            // Half-close only: closing a socket with unread data in it sends a
+            // reset, and a reset can reach the peer before it read the abort.
+            // The sockets close with the engine.
+            peer->socket.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+            peer->socket.cancel(ignored);
+        }
+        io_->restart();
+        io_->poll();  // let cancelled handlers run while the peers still exist
+    }
+    throw Error(fail_code_, fail_message_);
+}
+
+void Engine::close(std::chrono::milliseconds grace) {
+    if (broken_) return;
+    mark_broken(Errc::closed, "it was closed");
+    std::size_t writes = 0;
+    for (auto& peer : peers_) {
+        if (!peer || peer->gone) continue;
+        peer->recv = peer->send = nullptr;
+        encode(FrameHeader{FrameKind::goodbye, op_, 0, 0}, peer->out_header);
+        ++writes;
+        asio::async_write(peer->socket, asio::buffer(peer->out_header), [&writes](const error_code&, std::size_t) {
+            --writes;
+        });
+    }
+    const auto until = Clock::now() + grace;
+    io_->restart();
+    while (writes > 0 && io_->run_one_until(until) > 0) {
+    }
+    for (auto& peer : peers_) {
+        if (!peer) continue;
+        error_code ignored;
+        peer->socket.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+        peer->socket.close(ignored);
+    }
+    io_->restart();
+    io_->poll();
+}
+
+}  // namespace cohort::comm

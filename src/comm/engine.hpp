@@ -1,0 +1,130 @@
+// Runs the steps of a collective over the mesh of peers: each step is a set
+// of sends and receives that proceed concurrently on one io_context driven
+// by the calling thread until they finish, a peer fails, or the deadline
+// passes. Any failure breaks the engine for good: it tells every peer it
+// still can (an abort frame) and closes the sockets, so nobody waits for a
+// rank that gave up.
+#pragma once
+
+#include "comm/transport/frame.hpp"
+#include "comm/transport/peer.hpp"
+
+#include <cohort/error.hpp>
+
+#include <boost/asio/io_context.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cohort::comm {
+
+using Clock = std::chrono::steady_clock;
+
+// now + timeout, saturated: a timeout of years must not overflow into the past.
+inline Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+    const auto now = Clock::now();
+    const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now);
+    return timeout >= room ? Clock::time_point::max() : now + timeout;
+}
+
+struct Transfer {
+    enum class Direction { send, recv };
+    Direction direction = Direction::send;
+    int peer = -1;
+    std::byte* data = nullptr;  // read for sends, written for receives
+    std::size_t bytes = 0;
+    uint32_t tag = 0;  // the algorithm's step: sender and receiver must agree
+    // Receives only: called as each frame lands, so reduction overlaps the
+    // next frame's arrival.
+    std::function<void(std::size_t offset, std::size_t length)> on_chunk;
+
+    static Transfer send_to(int peer, const void* data, std::size_t bytes, uint32_t tag = 0) {
+        return {Direction::send, peer, static_cast<std::byte*>(const_cast<void*>(data)), bytes, tag, {}};
+    }
+    static Transfer recv_from(int peer, void* data, std::size_t bytes, uint32_t tag = 0,
+                              std::function<void(std::size_t, std::size_t)> on_chunk = {}) {
+        return {Direction::recv, peer, static_cast<std::byte*>(data), bytes, tag, std::move(on_chunk)};
+    }
+};
+
+class Engine {
+public:
+    // peers[r] is the connection to rank r (null for this rank).
+    Engine(int rank, int size, std::vector<std::unique_ptr<Peer>> peers, std::size_t max_frame,
+           std::unique_ptr<boost::asio::io_context> io);
+    ~Engine();
+
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+
+    // Starts an operation; Error(closed) once the engine is broken.
+    void begin(const OpSignature& op, Clock::time_point deadline, std::chrono::milliseconds timeout);
+    // Runs the transfers to completion; throws the failure's Error.
+    void run(std::span<Transfer> transfers);
+    void run(std::initializer_list<Transfer> transfers);
+    const OpSignature& op() const { return op_; }
+
+    // A scratch buffer of at least `bytes`; `slot` 0 or 1.
+    std::byte* scratch(std::size_t bytes, int slot = 0);
+
+    // These three may be called from any thread, even during an operation.
+    bool broken() const { return broken_.load(); }
+    std::string broken_reason() const {
+        std::lock_guard lock(reason_mutex_);
+        return broken_reason_;
+    }
+    Errc broken_code() const { return broken_code_.load(); }
+
+    // Says goodbye to every peer, waits up to `grace` for it to leave, closes.
+    void close(std::chrono::milliseconds grace);
+    // Marks the engine broken with this error and tells the peers.
+    [[noreturn]] void fail_now(Errc code, std::string message);
+
+private:
+    void start_send(Peer& peer);
+    void write_frame(Peer& peer);
+    void start_recv(Peer& peer);
+    void post_header_read(Peer& peer);
+    void on_header(Peer& peer);
+    void read_payload(Peer& peer, const FrameHeader& header);
+    void read_abort(Peer& peer, const FrameHeader& header);
+    void peer_gone(Peer& peer, bool died, const std::string& reason);
+    void fail(Errc code, std::string message);
+    void finish_transfer();
+    std::string waiting_on() const;
+    [[noreturn]] void break_and_throw();
+
+    int rank_;
+    int size_;
+    std::unique_ptr<boost::asio::io_context> io_;
+    std::vector<std::unique_ptr<Peer>> peers_;
+    std::size_t max_frame_;
+
+    OpSignature op_;
+    Clock::time_point deadline_{};
+    std::chrono::milliseconds timeout_{0};
+    bool in_op_ = false;
+    std::size_t outstanding_ = 0;
+
+    bool failed_ = false;
+    Errc fail_code_ = Errc::ok;
+    std::string fail_message_;
+
+    void mark_broken(Errc code, std::string reason);
+
+    std::atomic<bool> broken_{false};
+    std::atomic<Errc> broken_code_{Errc::ok};
+    mutable std::mutex reason_mutex_;
+    std::string broken_reason_;
+
+    std::vector<std::byte> scratch_[2];
+};
+
+}  // namespace cohort::comm

@@ -1,0 +1,54 @@
+// The first bytes on every data connection. Both sides state who they are
+// (job, generation, world size, rank, protocol version); when a secret is
+// configured each proves it knows it with an HMAC-SHA256 over both sides'
+// fresh nonces, so a recorded handshake cannot be replayed. A mismatch is
+// refused with a message that says what differed.
+#pragma once
+
+#include <cohort/error.hpp>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cohort::comm {
+
+inline constexpr uint32_t kHelloMagic = 0x53484F43;   // "COHS"
+inline constexpr uint32_t kRefuseMagic = 0x52484F43;  // "COHR"
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr std::size_t kMaxJobId = 256;
+inline constexpr std::size_t kNonceBytes = 16;
+inline constexpr std::size_t kMacBytes = 32;
+
+struct Hello {
+    uint16_t version = kProtocolVersion;
+    bool has_secret = false;
+    uint32_t rank = 0;
+    uint32_t size = 0;
+    uint64_t generation = 0;
+    std::array<unsigned char, kNonceBytes> nonce{};
+    std::string job_id;
+};
+
+inline constexpr std::size_t kHelloFixedBytes = 4 + 2 + 2 + 4 + 4 + 8 + kNonceBytes + 2;  // then job id
+
+std::vector<unsigned char> encode_hello(const Hello& hello);
+// Parses the fixed part; returns the job id's length still to read.
+// Error(peer_failed) for bytes that are not a cohort hello.
+std::size_t decode_hello_fixed(const unsigned char* bytes, Hello& out);
+
+// Why a peer's hello cannot be accepted by `self`, or "". `expected_rank`
+// is the rank this side dialled, or -1 when accepting.
+std::string refusal(const Hello& self, const Hello& peer, int expected_rank);
+
+// A refusal on the wire: magic, u16 length, text.
+std::vector<unsigned char> encode_refusal(const std::string& text);
+
+std::array<unsigned char, kNonceBytes> fresh_nonce();
+// HMAC-SHA256 proving knowledge of `secret`, bound to both nonces, both
+// ranks and the direction, so a proof cannot be reflected back.
+std::array<unsigned char, kMacBytes> proof(const std::string& secret, const Hello& from, const Hello& to);
+bool proofs_equal(const std::array<unsigned char, kMacBytes>& a, const std::array<unsigned char, kMacBytes>& b);
+
+}  // namespace cohort::comm

@@ -1,0 +1,287 @@
+// Dialling, accepting and handshakes, as coroutines on a private io_context;
+// the finished sockets move to the engine's io_context.
+#include "comm/transport/mesh.hpp"
+
+#include "comm/transport/handshake.hpp"
+
+#include <cohort/error.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace cohort::comm {
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+constexpr uint32_t kProofMagic = 0x50484F43;  // "COHP"
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+std::string endpoint_text(const tcp::endpoint& ep) {
+    if (ep.address().is_v6()) return fmt::format("[{}]:{}", ep.address().to_string(), ep.port());
+    return fmt::format("{}:{}", ep.address().to_string(), ep.port());
+}
+
+uint32_t magic_of(const std::array<unsigned char, 4>& b) {
+    return uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24;
+}
+
+// Throws Error(transient) for errors worth another dial.
+struct Transient : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+awaitable<void> read_exact(tcp::socket& s, void* data, std::size_t n) {
+    auto [ec, got] = co_await asio::async_read(s, asio::buffer(data, n), use_tuple);
+    (void)got;
+    if (ec) throw Transient(ec == asio::error::eof ? "the peer closed the connection" : ec.message());
+}
+
+awaitable<void> write_all(tcp::socket& s, const void* data, std::size_t n) {
+    auto [ec, put] = co_await asio::async_write(s, asio::buffer(data, n), use_tuple);
+    (void)put;
+    if (ec) throw Transient(ec.message());
+}
+
+awaitable<std::string> read_refusal_text(tcp::socket& s) {
+    std::array<unsigned char, 2> length{};
+    co_await read_exact(s, length.data(), 2);
+    const std::size_t n = length[0] | std::size_t{length[1]} << 8;
+    std::string text(n, '\0');
+    co_await read_exact(s, text.data(), text.size());
+    co_return text;
+}
+
+awaitable<Hello> read_hello(tcp::socket& s, const std::array<unsigned char, 4>& magic) {
+    std::array<unsigned char, kHelloFixedBytes> fixed{};
+    std::copy(magic.begin(), magic.end(), fixed.begin());
+    co_await read_exact(s, fixed.data() + 4, fixed.size() - 4);
+    Hello hello;
+    const std::size_t job_length = decode_hello_fixed(fixed.data(), hello);
+    hello.job_id.assign(job_length, '\0');
+    co_await read_exact(s, hello.job_id.data(), job_length);
+    co_return hello;
+}
+
+struct MeshState {
+    const MeshOptions& options;
+    Hello self;
+    std::vector<std::unique_ptr<tcp::socket>> sockets;  // by rank
+    std::vector<std::string> endpoints;                  // by rank, for peers
+    std::map<int, std::string> dial_errors;             // last error per lower rank
+    std::vector<std::string> refused;                    // connections this rank turned away
+    std::string fatal;                                   // a refusal that will not go away
+    Errc fatal_code = Errc::ok;
+    int missing = 0;
+};
+
+awaitable<void> accept_one(MeshState& st, tcp::socket s) {
+    const std::string from = [&] {
+        error_code ec;
+        const auto ep = s.remote_endpoint(ec);
+        return ec ? std::string("?") : endpoint_text(ep);
+    }();
+    auto refuse = [&](std::string why) -> awaitable<void> {
+        st.refused.push_back(fmt::format("from {}: {}", from, why));
+        const auto bytes = encode_refusal(why);
+        co_await asio::async_write(s, asio::buffer(bytes), use_tuple);
+    };
+    try {
+        std::array<unsigned char, 4> magic{};
+        co_await read_exact(s, magic.data(), 4);
+        Hello peer = co_await read_hello(s, magic);
+        std::string why = refusal(st.self, peer, -1);
+        if (why.empty() && peer.rank < st.self.rank)
+            why = fmt::format("rank {} should accept from rank {}, not dial it", peer.rank, st.self.rank);
+        if (why.empty() && st.sockets[peer.rank])
+            why = fmt::format("rank {} is already connected", peer.rank);
+        if (!why.empty()) {
+            co_await refuse(why);
+            co_return;
+        }
+        const auto hello = encode_hello(st.self);
+        co_await write_all(s, hello.data(), hello.size());
+        if (st.self.has_secret) {
+            std::array<unsigned char, kMacBytes> theirs{};
+            co_await read_exact(s, theirs.data(), theirs.size());
+            if (!proofs_equal(theirs, proof(st.options.secret, peer, st.self))) {
+                co_await refuse(fmt::format("rank {} does not know the shared secret", peer.rank));
+                co_return;
+            }
+            std::array<unsigned char, 4 + kMacBytes> reply{};
+            const uint32_t m = kProofMagic;
+            for (int i = 0; i < 4; ++i) reply[i] = static_cast<unsigned char>(m >> (8 * i));
+            const auto mine = proof(st.options.secret, st.self, peer);
+            std::copy(mine.begin(), mine.end(), reply.begin() + 4);
+            co_await write_all(s, reply.data(), reply.size());
+        }
+        if (st.sockets[peer.rank]) co_return;  // a duplicate raced us
+        st.endpoints[peer.rank] = from;
+        st.sockets[peer.rank] = std::make_unique<tcp::socket>(std::move(s));
+        --st.missing;
+    } catch (const std::exception& e) {
+        st.refused.push_back(fmt::format("from {}: {}", from, e.what()));
+    }
+}
+
+awaitable<void> accept_loop(MeshState& st, tcp::acceptor& acceptor) {
+    for (;;) {
+        auto [ec, s] = co_await acceptor.async_accept(use_tuple);
+        if (ec == asio::error::operation_aborted) co_return;
+        if (ec) continue;
+        tune_socket(s, st.options.socket_buffer);
+        asio::co_spawn(acceptor.get_executor(), accept_one(st, std::move(s)), asio::detached);
+    }
+}
+
+awaitable<void> dial(MeshState& st, int rank, tcp::endpoint ep) {
+    auto executor = co_await asio::this_coro::executor;
+    auto backoff = std::chrono::milliseconds(5);
+    for (;;) {
+        tcp::socket s(executor);
+        error_code ec;
+        s.open(ep.protocol(), ec);
+        if (!ec) tune_socket(s, st.options.socket_buffer);
+        std::tie(ec) = co_await s.async_connect(ep, use_tuple);
+        try {
+            if (ec) throw Transient(ec.message());
+            const auto hello = encode_hello(st.self);
+            co_await write_all(s, hello.data(), hello.size());
+            std::array<unsigned char, 4> magic{};
+            co_await read_exact(s, magic.data(), 4);
+            if (magic_of(magic) == kRefuseMagic) {
+                st.fatal = fmt::format("rank {} at {} refused the connection: {}", rank, endpoint_text(ep),
+                                       co_await read_refusal_text(s));
+                st.fatal_code = st.fatal.find("secret") != std::string::npos ? Errc::permission_denied
+                                                                             : Errc::unavailable;
+                co_return;
+            }
+            Hello peer = co_await read_hello(s, magic);
+            if (const std::string why = refusal(st.self, peer, rank); !why.empty()) {
+                st.fatal = fmt::format("rank {} at {} does not match: {}", rank, endpoint_text(ep), why);
+                st.fatal_code = Errc::unavailable;
+                co_return;
+            }
+            if (st.self.has_secret) {
+                const auto mine = proof(st.options.secret, st.self, peer);
+                co_await write_all(s, mine.data(), mine.size());
+                co_await read_exact(s, magic.data(), 4);
+                if (magic_of(magic) == kRefuseMagic) {
+                    st.fatal = fmt::format("rank {} at {} refused the connection: {}", rank, endpoint_text(ep),
+                                           co_await read_refusal_text(s));
+                    st.fatal_code = Errc::permission_denied;
+                    co_return;
+                }
+                std::array<unsigned char, kMacBytes> theirs{};
+                co_await read_exact(s, theirs.data(), theirs.size());
+                if (magic_of(magic) != kProofMagic || !proofs_equal(theirs, proof(st.options.secret, peer, st.self))) {
+                    st.fatal = fmt::format("rank {} at {} does not know the shared secret", rank, endpoint_text(ep));
+                    st.fatal_code = Errc::permission_denied;
+                    co_return;
+                }
+            }
+            st.endpoints[rank] = endpoint_text(ep);
+            st.sockets[rank] = std::make_unique<tcp::socket>(std::move(s));
+            --st.missing;
+            co_return;
+        } catch (const Transient& e) {
+            st.dial_errors[rank] = fmt::format("rank {} at {}: {}", rank, endpoint_text(ep), e.what());
+        } catch (const Error& e) {
+            st.fatal = fmt::format("rank {} at {}: {}", rank, endpoint_text(ep), e.what());
+            st.fatal_code = e.code();
+            co_return;
+        }
+        if (std::chrono::steady_clock::now() + backoff >= st.options.deadline) co_return;
+        asio::steady_timer timer(executor, backoff);
+        co_await timer.async_wait(use_tuple);
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+    }
+}
+
+std::string join(const std::vector<std::string>& parts, const char* sep) {
+    std::string text;
+    for (const auto& p : parts) text += (text.empty() ? "" : sep) + p;
+    return text;
+}
+
+}  // namespace
+
+void tune_socket(tcp::socket& socket, std::size_t buffer_bytes) {
+    error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    socket.set_option(asio::socket_base::keep_alive(true), ignored);
+    if (buffer_bytes > 0) {
+        socket.set_option(asio::socket_base::send_buffer_size(static_cast<int>(buffer_bytes)), ignored);
+        socket.set_option(asio::socket_base::receive_buffer_size(static_cast<int>(buffer_bytes)), ignored);
+    }
+}
+
+std::vector<std::unique_ptr<Peer>> connect_mesh(asio::io_context& io, tcp::acceptor& acceptor,
+                                                const std::vector<tcp::endpoint>& endpoints,
+                                                const MeshOptions& options) {
+    std::vector<std::unique_ptr<Peer>> peers(options.size);
+    if (options.size == 1) return peers;
+    asio::io_context setup;
+    tcp::acceptor local(setup);
+    const auto protocol = acceptor.local_endpoint().protocol();
+    local.assign(protocol, acceptor.release());
+    MeshState st{options, {}, {}, {}, {}, {}, {}, Errc::ok, options.size - 1};
+    st.self.has_secret = !options.secret.empty();
+    st.self.rank = static_cast<uint32_t>(options.rank);
+    st.self.size = static_cast<uint32_t>(options.size);
+    st.self.generation = options.generation;
+    st.self.job_id = options.job_id;
+    st.self.nonce = fresh_nonce();
+    st.sockets.resize(options.size);
+    st.endpoints.resize(options.size);
+    if (options.rank + 1 < options.size) asio::co_spawn(setup, accept_loop(st, local), asio::detached);
+    for (int r = 0; r < options.rank; ++r) asio::co_spawn(setup, dial(st, r, endpoints[r]), asio::detached);
+    while (st.missing > 0 && st.fatal.empty()) {
+        if (setup.run_one_until(options.deadline) == 0) break;
+    }
+    error_code ignored;
+    const std::string listening = endpoint_text(local.local_endpoint(ignored));
+    local.close(ignored);
+    if (!st.fatal.empty()) throw Error(st.fatal_code, fmt::format("rank {}: {}", options.rank, st.fatal));
+    if (st.missing > 0) {
+        std::vector<std::string> lower, higher, details;
+        for (int r = 0; r < options.size; ++r) {
+            if (r == options.rank || st.sockets[r]) continue;
+            (r < options.rank ? lower : higher).push_back(std::to_string(r));
+            if (r < options.rank && st.dial_errors.count(r)) details.push_back(st.dial_errors[r]);
+        }
+        std::string message = fmt::format("rank {} could not connect to every peer in time:", options.rank);
+        if (!lower.empty())
+            message += fmt::format(" dialling rank(s) {} failed ({});", join(lower, ", "),
+                                   details.empty() ? std::string("no answer") : join(details, "; "));
+        if (!higher.empty())
+            message += fmt::format(" rank(s) {} never connected to {};", join(higher, ", "), listening);
+        if (!st.refused.empty()) message += " refused: " + join(st.refused, "; ") + ";";
+        message += " check that every rank runs with the same store, job id and generation, and that the"
+                   " addresses are reachable (COHORT_SOCKET_IFNAME picks the interface)";
+        throw Error(Errc::timeout, message);
+    }
+    for (int r = 0; r < options.size; ++r) {
+        if (!st.sockets[r]) continue;
+        const auto socket_protocol = st.sockets[r]->local_endpoint().protocol();
+        tcp::socket moved(io);
+        moved.assign(socket_protocol, st.sockets[r]->release());
+        peers[r] = std::make_unique<Peer>(r, std::move(moved));
+        peers[r]->endpoint = st.endpoints[r];
+    }
+    return peers;
+}
+
+}  // namespace cohort::comm

@@ -1,0 +1,49 @@
+// One connected peer: its socket and the state of the frames moving on it.
+// Owned by the Engine; only the thread driving the engine's io_context
+// touches it.
+#pragma once
+
+#include "comm/transport/frame.hpp"
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace cohort::comm {
+
+struct Transfer;
+
+struct Peer {
+    Peer(int rank_, boost::asio::ip::tcp::socket socket_) : rank(rank_), socket(std::move(socket_)) {}
+
+    int rank;
+    boost::asio::ip::tcp::socket socket;
+    std::string endpoint;  // "10.0.0.2:41234", for messages
+
+    // Receiving: a header read is always outstanding unless a data header
+    // waits in `pending` for the operation that will consume it.
+    FrameBytes in_header{};
+    bool header_read_posted = false;
+    std::optional<FrameHeader> pending;
+    std::string abort_text;
+    Transfer* recv = nullptr;
+    std::size_t recv_done = 0;
+    std::size_t recv_frames = 0;
+
+    // Sending: frames of the current transfer, one at a time.
+    FrameBytes out_header{};
+    Transfer* send = nullptr;
+    std::size_t send_done = 0;
+    std::size_t send_frames = 0;
+    bool mid_frame = false;  // an abort cannot be written into the middle of a frame
+    std::string send_error;  // a failed send, reported once the reader saw why
+
+    // Set once the peer said goodbye (left = true) or the connection broke.
+    bool gone = false;
+    bool left = false;
+    std::string gone_reason;
+};
+
+}  // namespace cohort::comm
