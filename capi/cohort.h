@@ -6,7 +6,8 @@
  *  1. Handles are opaque. Every handle a function creates has a named inverse:
  *     cohort_X_create, cohort_X_load_*, cohort_X_open and cohort_expr_compile
  *     pair with cohort_X_destroy; cohort_*_context_create with
- *     cohort_context_destroy. Destroy functions accept NULL and never fail.
+ *     cohort_context_destroy; cohort_comm_*_async with cohort_work_destroy.
+ *     Destroy functions accept NULL and never fail.
  *  2. Every fallible function returns an int status: COHORT_OK (0) on success,
  *     one of the positive COHORT_ERR_* codes otherwise. Codes never change
  *     value and are never reused. Out-parameters are written only on
@@ -28,7 +29,11 @@
  *  7. Thread safety: distinct handles may be used from distinct threads at
  *     once. One handle may be read from several threads at once, but a call
  *     that modifies it must not overlap any other call on it; a GPU monitor
- *     is the exception: every call but destroy may overlap (it locks).
+ *     is the exception: every call but destroy may overlap (it locks). A
+ *     communicator's operations (the collectives, blocking or _async, and
+ *     cohort_comm_close) must be issued from one thread at a time, in the
+ *     same order on every rank; its queries may come from any thread, and a
+ *     work handle may be tested and waited on from any thread.
  *  8. Enumerations are int32_t constants and flag sets uint32_t constants,
  *     never C enums, so their size is part of the ABI.
  */
@@ -73,6 +78,10 @@ extern "C" {
 #define COHORT_ERR_INTERNAL 10        /* a bug in cohort: please report it */
 #define COHORT_ERR_BUFFER_TOO_SMALL 11 /* the caller's buffer is too small */
 #define COHORT_ERR_UNSATISFIABLE 12   /* a request the inputs cannot meet */
+#define COHORT_ERR_PEER_FAILED 13     /* a peer died, closed or sent garbage */
+#define COHORT_ERR_MISMATCH 14        /* ranks called different operations */
+#define COHORT_ERR_CLOSED 15          /* the communicator is broken or closed */
+#define COHORT_ERR_PERMISSION_DENIED 16 /* a secret or token did not match */
 
 /* "0.1.0"; static storage. */
 COHORT_API const char* cohort_version(void);
@@ -676,6 +685,227 @@ COHORT_API int cohort_gpu_monitor_prefetch_factor(cohort_gpu_monitor* monitor, d
  * ...): the largest delay_transfer delay firing now, else 0. */
 COHORT_API int cohort_gpu_monitor_transfer_delay(cohort_gpu_monitor* monitor, uint64_t bytes,
                                                  const char* kind, double* seconds);
+
+/* ------------------------------------------------------------ collectives */
+
+/* All-reduce, broadcast, barrier, allgather and reduce-scatter among `size`
+ * ranks over TCP (docs/collectives.md). Ranks meet through a store: a
+ * "tcp://HOST:PORT" server that rank 0 hosts, or a "file:///DIR" folder
+ * every rank can reach; a communicator of size 1 needs none. Every rank
+ * ends with identical bytes. A dead, silent or disagreeing peer fails the
+ * operation within its timeout with an error naming it, never a hang; the
+ * communicator is then broken (COHORT_ERR_CLOSED from every later
+ * operation) and a new one must be created.
+ *
+ * Operations: every rank must issue the same operations with the same
+ * arguments (counts, types, ops, roots) in the same order, from one thread
+ * at a time per communicator (contract 7); otherwise every rank fails with
+ * COHORT_ERR_MISMATCH. timeout_ms bounds one operation: 0 means the
+ * communicator's default (cohort_comm_options_set_timeout_ms); a negative
+ * value, or one above a year, is INVALID_ARGUMENT. Buffers stay the
+ * caller's; a blocking call is done with them when it returns, an
+ * asynchronous one when its work has finished (cohort_work_test says 1 or
+ * cohort_work_wait returned its status). A NULL buffer is accepted only
+ * with a count of 0.
+ *
+ * Failures: TIMEOUT (a peer never came, naming it), PEER_FAILED (a peer
+ * died or sent garbage), MISMATCH (ranks called different operations or
+ * arguments), CLOSED (the communicator is broken or closed),
+ * PERMISSION_DENIED (a secret did not match), UNAVAILABLE (a peer or the
+ * store cannot be reached), INVALID_ARGUMENT. */
+
+/* Element types (cohort::DataType). */
+#define COHORT_DTYPE_FLOAT32 0
+#define COHORT_DTYPE_FLOAT64 1
+#define COHORT_DTYPE_FLOAT16 2  /* IEEE 754 binary16 */
+#define COHORT_DTYPE_BFLOAT16 3 /* the upper half of a float32 */
+#define COHORT_DTYPE_INT32 4
+#define COHORT_DTYPE_INT64 5
+#define COHORT_DTYPE_UINT8 6
+
+/* Reduction operators (cohort::ReduceOp). */
+#define COHORT_OP_SUM 0
+#define COHORT_OP_PROD 1
+#define COHORT_OP_MIN 2
+#define COHORT_OP_MAX 3
+#define COHORT_OP_AVG 4 /* sum / ranks (integer division for integer types) */
+
+/* All-reduce algorithms (cohort::Algorithm). */
+#define COHORT_ALGO_AUTO 0         /* chosen by size and topology */
+#define COHORT_ALGO_STAR 1         /* rank 0 gathers, reduces, sends back */
+#define COHORT_ALGO_RING 2         /* reduce-scatter then allgather */
+#define COHORT_ALGO_DOUBLING 3     /* recursive doubling, for small messages */
+#define COHORT_ALGO_HIERARCHICAL 4 /* within hosts, then a ring of leaders */
+
+typedef struct cohort_comm_options cohort_comm_options;
+typedef struct cohort_comm cohort_comm;
+typedef struct cohort_work cohort_work;
+
+/* Names: "float32", "sum", "ring", ...; "unknown" for a value outside the
+ * constants. Static storage. */
+COHORT_API const char* cohort_dtype_name(int32_t dtype);
+COHORT_API const char* cohort_reduce_op_name(int32_t op);
+COHORT_API const char* cohort_algorithm_name(int32_t algorithm);
+/* Bytes per element of a COHORT_DTYPE_*; 0 for a value outside them. */
+COHORT_API size_t cohort_dtype_size(int32_t dtype);
+/* The constant for a name: the names above and, for dtypes, the aliases
+ * float, double, half, bf16, int, long and byte; INVALID_ARGUMENT naming
+ * the closest known name otherwise. */
+COHORT_API int cohort_dtype_parse(const char* name, int32_t* dtype);
+COHORT_API int cohort_reduce_op_parse(const char* name, int32_t* op);
+COHORT_API int cohort_algorithm_parse(const char* name, int32_t* algorithm);
+
+/* Options for cohort_comm_create; the communicator copies them, so they may
+ * be destroyed or changed afterwards. Defaults: no store, job id "cohort",
+ * generation 0, timeouts 60 s, secret $COHORT_SECRET, address
+ * $COHORT_SOCKET_ADDR, else the interface $COHORT_SOCKET_IFNAME, else the
+ * one routing to the store; host label the machine's host name; fusion
+ * threshold 64 MiB, socket buffers 4 MiB, frames of at most 4 MiB. In the
+ * string setters NULL or "" restores the default. */
+COHORT_API int cohort_comm_options_create(cohort_comm_options** out);
+COHORT_API void cohort_comm_options_destroy(cohort_comm_options* options);
+/* Where ranks meet: "tcp://HOST:PORT" (rank 0 hosts the server; IPv6 as
+ * [ADDR]:PORT) or "file:///ABSOLUTE/DIR". Checked by cohort_comm_create. */
+COHORT_API int cohort_comm_options_set_store(cohort_comm_options* options, const char* url);
+/* Connections refuse peers of another job id (1 to 256 bytes) or
+ * generation; together they also keep jobs apart in a shared store. */
+COHORT_API int cohort_comm_options_set_job_id(cohort_comm_options* options, const char* job_id);
+COHORT_API int cohort_comm_options_set_generation(cohort_comm_options* options,
+                                                  uint64_t generation);
+/* The default timeout of each operation: > 0, at most a year. */
+COHORT_API int cohort_comm_options_set_timeout_ms(cohort_comm_options* options,
+                                                  int64_t timeout_ms);
+/* Bounds the whole of cohort_comm_create (store, addresses, connections,
+ * handshakes): > 0, at most a year. */
+COHORT_API int cohort_comm_options_set_connect_timeout_ms(cohort_comm_options* options,
+                                                          int64_t timeout_ms);
+/* A shared secret of `length` bytes (any bytes; length 0 restores the
+ * default): every connection proves both sides know it. secret may be NULL
+ * only with length 0. */
+COHORT_API int cohort_comm_options_set_secret(cohort_comm_options* options, const char* secret,
+                                              size_t length);
+/* The address to listen on and advertise: "HOST" or "HOST:PORT". */
+COHORT_API int cohort_comm_options_set_address(cohort_comm_options* options,
+                                               const char* address);
+/* The network interface whose address to use ("eth0"). */
+COHORT_API int cohort_comm_options_set_ifname(cohort_comm_options* options, const char* ifname);
+/* The host this rank is on, for the hierarchical algorithm: ranks with equal
+ * labels share a host. */
+COHORT_API int cohort_comm_options_set_host_label(cohort_comm_options* options,
+                                                  const char* label);
+/* Named all-reduce packs tensors into buffers of at most this many bytes
+ * (>= 1). */
+COHORT_API int cohort_comm_options_set_fusion_threshold(cohort_comm_options* options,
+                                                        uint64_t bytes);
+/* SO_SNDBUF / SO_RCVBUF, at most 1 GiB; 0 keeps the kernel's default. */
+COHORT_API int cohort_comm_options_set_socket_buffer(cohort_comm_options* options,
+                                                     uint64_t bytes);
+/* The largest frame sent or accepted, 4 KiB to 256 MiB; messages are cut
+ * into frames of at most this size. Every rank must use the same. */
+COHORT_API int cohort_comm_options_set_max_frame(cohort_comm_options* options, uint64_t bytes);
+
+/* Joins the communicator as `rank` of `size` (0 <= rank < size): meets the
+ * other ranks through the store and connects to each; blocks until all have
+ * come or the connect timeout passes. options NULL means the defaults
+ * (enough for size 1). TIMEOUT names the ranks that never registered;
+ * UNAVAILABLE or PERMISSION_DENIED say what differed when a peer refuses
+ * the handshake. Pairs with cohort_comm_destroy. */
+COHORT_API int cohort_comm_create(int32_t rank, int32_t size, const cohort_comm_options* options,
+                                  cohort_comm** out);
+/* Closes (as cohort_comm_close, errors ignored) and frees. NULL is ignored.
+ * Must not overlap any other call on the communicator; its works stay
+ * valid (cohort_work_destroy). */
+COHORT_API void cohort_comm_destroy(cohort_comm* comm);
+/* Says goodbye to the peers (they see a clean close, not a failure) and
+ * releases the sockets, after running the asynchronous operations already
+ * issued (each fails at once if the communicator is broken). Later
+ * operations fail with COHORT_ERR_CLOSED; closing twice is a no-op. An
+ * operation, so one thread at a time (contract 7). */
+COHORT_API int cohort_comm_close(cohort_comm* comm);
+COHORT_API int cohort_comm_rank(const cohort_comm* comm, int32_t* rank);
+COHORT_API int cohort_comm_size(const cohort_comm* comm, int32_t* size);
+/* 1 once an operation failed and broke the communicator (or it was
+ * closed), else 0. Never waits: a watchdog thread may call it while an
+ * operation runs. */
+COHORT_API int cohort_comm_is_broken(const cohort_comm* comm, int32_t* broken);
+/* Why it broke ("" while healthy); free with cohort_free. Never waits. */
+COHORT_API int cohort_comm_broken_reason(const cohort_comm* comm, char** reason);
+/* The host label rank `rank` registered; borrowed from the communicator
+ * (valid until it is destroyed). OUT_OF_RANGE for a rank >= size. */
+COHORT_API int cohort_comm_host(const cohort_comm* comm, int32_t rank, const char** host);
+/* The algorithm (COHORT_ALGO_*, never AUTO) that COHORT_ALGO_AUTO picks for
+ * an all-reduce of `bytes` bytes. */
+COHORT_API int cohort_comm_choose(const cohort_comm* comm, uint64_t bytes, int32_t* algorithm);
+
+/* Reduces `count` elements of `dtype` across the ranks with `op`; every
+ * rank's `out` gets the result. in and out may be the same buffer (in
+ * place) but must not otherwise overlap. algorithm: COHORT_ALGO_*, the
+ * same on every rank. */
+COHORT_API int cohort_comm_allreduce(cohort_comm* comm, const void* in, void* out, uint64_t count,
+                                     int32_t dtype, int32_t op, int32_t algorithm,
+                                     int64_t timeout_ms);
+/* Rank `root`'s `bytes` bytes of `data` end in every rank's `data`. */
+COHORT_API int cohort_comm_broadcast(cohort_comm* comm, void* data, uint64_t bytes, int32_t root,
+                                     int64_t timeout_ms);
+/* Returns once every rank has called it. */
+COHORT_API int cohort_comm_barrier(cohort_comm* comm, int64_t timeout_ms);
+/* Every rank contributes `bytes` bytes of `in`; `out` (size * bytes bytes)
+ * gets them in rank order. */
+COHORT_API int cohort_comm_allgather(cohort_comm* comm, const void* in, void* out, uint64_t bytes,
+                                     int64_t timeout_ms);
+/* `in` holds size * count elements; rank r's `out` (count elements) gets
+ * the reduction of block r. */
+COHORT_API int cohort_comm_reduce_scatter(cohort_comm* comm, const void* in, void* out,
+                                          uint64_t count, int32_t dtype, int32_t op,
+                                          int64_t timeout_ms);
+/* Reduces `n` named buffers in place: buffers[i] holds counts[i] elements
+ * of dtypes[i] and is called names[i]. Small buffers are packed together
+ * (up to the fusion threshold) in name order, so one call moves many small
+ * tensors in few messages. Every rank must pass the same names, counts and
+ * types (in any order); names must be distinct (INVALID_ARGUMENT names the
+ * duplicate). The arrays may be NULL when n is 0. */
+COHORT_API int cohort_comm_allreduce_named(cohort_comm* comm, size_t n, const char* const* names,
+                                           void* const* buffers, const uint64_t* counts,
+                                           const int32_t* dtypes, int32_t op,
+                                           int64_t timeout_ms);
+
+/* Asynchronous forms: check the arguments, queue the operation behind those
+ * issued before and return at once with a work handle (pair with
+ * cohort_work_destroy). Operations run in issue order on the communicator's
+ * own thread; a blocking call issued later waits for them. The buffers
+ * must stay valid, and must not be touched, until the work has finished. */
+COHORT_API int cohort_comm_allreduce_async(cohort_comm* comm, const void* in, void* out,
+                                           uint64_t count, int32_t dtype, int32_t op,
+                                           int32_t algorithm, int64_t timeout_ms,
+                                           cohort_work** work);
+COHORT_API int cohort_comm_broadcast_async(cohort_comm* comm, void* data, uint64_t bytes,
+                                           int32_t root, int64_t timeout_ms, cohort_work** work);
+COHORT_API int cohort_comm_barrier_async(cohort_comm* comm, int64_t timeout_ms,
+                                         cohort_work** work);
+COHORT_API int cohort_comm_allgather_async(cohort_comm* comm, const void* in, void* out,
+                                           uint64_t bytes, int64_t timeout_ms,
+                                           cohort_work** work);
+COHORT_API int cohort_comm_reduce_scatter_async(cohort_comm* comm, const void* in, void* out,
+                                                uint64_t count, int32_t dtype, int32_t op,
+                                                int64_t timeout_ms, cohort_work** work);
+
+/* *done = 1 once the operation finished (successfully or not), else 0.
+ * Never blocks. */
+COHORT_API int cohort_work_test(const cohort_work* work, int32_t* done);
+/* Waits for the operation and returns its status, with its message in
+ * cohort_last_error() (the same again if called again). limit_ms 0 waits
+ * until it finishes (its own timeout bounds that); a positive limit (at
+ * most a year) gives up after that long with COHORT_ERR_TIMEOUT while the
+ * operation goes on. Several threads may test and wait on one work. */
+COHORT_API int cohort_work_wait(cohort_work* work, int64_t limit_ms);
+/* Releases the handle only: the operation is not cancelled and goes on, and
+ * its buffers must stay valid until it has finished (a later blocking
+ * operation on the same communicator, cohort_comm_close and
+ * cohort_comm_destroy return only after it). NULL is ignored. A work may
+ * outlive its communicator: destroying that finishes or fails every queued
+ * operation first, so the work then reports how its operation ended.
+ * Must not overlap another call on the same work. */
+COHORT_API void cohort_work_destroy(cohort_work* work);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -5,6 +5,7 @@
 #include "cohort.h"
 
 #include <cohort/cohort.hpp>
+#include <cohort/communicator.hpp>  // not (yet) part of cohort.hpp
 
 #include <cstring>
 #include <memory>
@@ -51,6 +52,15 @@ struct cohort_gpu_probe {
 };
 struct cohort_gpu_monitor {
     cohort::GpuMonitor impl;  // synchronises its own calls
+};
+struct cohort_comm_options {
+    cohort::CommOptions impl;  // rank and size come from cohort_comm_create
+};
+struct cohort_comm {
+    cohort::Communicator impl;
+};
+struct cohort_work {
+    cohort::Work impl;  // shares the operation's state with the progress thread
 };
 
 namespace cohort::capi {

@@ -35,7 +35,7 @@ const char* cohort_version(void) { return cohort::kVersion; }
 const char* cohort_last_error(void) { return cohort::capi::last_error_message(); }
 
 const char* cohort_strerror(int code) {
-    if (code < 0 || code > COHORT_ERR_UNSATISFIABLE) return "unknown status code";
+    if (code < 0 || code > COHORT_ERR_PERMISSION_DENIED) return "unknown status code";
     return cohort::errc_name(static_cast<cohort::Errc>(code));
 }
 

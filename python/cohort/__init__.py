@@ -19,14 +19,21 @@ the system.
     with cohort.GpuMonitor("auto", interval=1.0) as monitor:
         monitor.start()
         factor = monitor.prefetch_factor()
+
+    with cohort.Communicator(rank, size, "file:///shared/rdzv") as comm:
+        comm.allreduce(gradients)              # numpy, array.array, bytearray, ...
+        work = comm.broadcast_async(weights, root=0)
+        work.wait()
 """
 
 from ._util import FORMATS, LEVELS, ROLES, STATUSES, STRATEGIES
+from .comm import ALGORITHMS, DTYPES, REDUCE_OPS, Communicator, Work
 from .dataset import DataFile, Dataset, Shard, Shards, split_shards
 from .epoch import epoch_order
-from .errors import (BufferTooSmall, CallbackError, Error, FileError, InternalError,
-                     InvalidArgument, LibraryNotFound, NoMemory, NotFound, OutOfRange,
-                     ParseError, Timeout, Unavailable, Unsatisfiable)
+from .errors import (BufferTooSmall, CallbackError, Closed, Error, FileError, InternalError,
+                     InvalidArgument, LibraryNotFound, Mismatch, NoMemory, NotFound, OutOfRange,
+                     ParseError, PeerFailed, PermissionDenied, Timeout, Unavailable,
+                     Unsatisfiable)
 from .gpu import (BackendChoice, BackendInfo, GpuMonitor, GpuProbe, GpuSummary, WindowStats,
                   gpu_backends)
 from .rules import (Action, Context, Evaluation, ExplainStep, Expression, Firing, Outcome,
@@ -42,11 +49,13 @@ __all__ = [
     "Firing", "Action", "RuleEvent", "RuleError", "check_rules", "check_rules_string",
     "GpuProbe", "GpuMonitor", "GpuSummary", "WindowStats", "BackendChoice", "BackendInfo",
     "gpu_backends",
+    "Communicator", "Work", "DTYPES", "REDUCE_OPS", "ALGORITHMS",
     "version", "strerror", "library_path",
     "ROLES", "STATUSES", "LEVELS", "STRATEGIES", "FORMATS",
     "Error", "InvalidArgument", "ParseError", "FileError", "NotFound", "OutOfRange",
     "Timeout", "Unavailable", "NoMemory", "CallbackError", "InternalError",
-    "BufferTooSmall", "Unsatisfiable", "LibraryNotFound",
+    "BufferTooSmall", "Unsatisfiable", "PeerFailed", "Mismatch", "Closed", "PermissionDenied",
+    "LibraryNotFound",
 ]
 
 

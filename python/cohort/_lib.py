@@ -36,6 +36,9 @@ context_p = _opaque("cohort_context")
 rules_p = _opaque("cohort_rules")
 gpu_probe_p = _opaque("cohort_gpu_probe")
 gpu_monitor_p = _opaque("cohort_gpu_monitor")
+comm_options_p = _opaque("cohort_comm_options")
+comm_p = _opaque("cohort_comm")
+work_p = _opaque("cohort_work")
 
 
 class gpu_summary(Structure):
@@ -229,6 +232,62 @@ PROTOTYPES = {
     "cohort_gpu_monitor_prefetch_factor": (_STATUS, [gpu_monitor_p, _P(c_double)]),
     "cohort_gpu_monitor_transfer_delay": (_STATUS, [gpu_monitor_p, c_uint64, c_char_p,
                                                     _P(c_double)]),
+    # collectives: names
+    "cohort_dtype_name": (c_char_p, [c_int32]),
+    "cohort_reduce_op_name": (c_char_p, [c_int32]),
+    "cohort_algorithm_name": (c_char_p, [c_int32]),
+    "cohort_dtype_size": (c_size_t, [c_int32]),
+    "cohort_dtype_parse": (_STATUS, [c_char_p, _P(c_int32)]),
+    "cohort_reduce_op_parse": (_STATUS, [c_char_p, _P(c_int32)]),
+    "cohort_algorithm_parse": (_STATUS, [c_char_p, _P(c_int32)]),
+    # communicator options
+    "cohort_comm_options_create": (_STATUS, [_P(comm_options_p)]),
+    "cohort_comm_options_destroy": (None, [comm_options_p]),
+    "cohort_comm_options_set_store": (_STATUS, [comm_options_p, c_char_p]),
+    "cohort_comm_options_set_job_id": (_STATUS, [comm_options_p, c_char_p]),
+    "cohort_comm_options_set_generation": (_STATUS, [comm_options_p, c_uint64]),
+    "cohort_comm_options_set_timeout_ms": (_STATUS, [comm_options_p, c_int64]),
+    "cohort_comm_options_set_connect_timeout_ms": (_STATUS, [comm_options_p, c_int64]),
+    "cohort_comm_options_set_secret": (_STATUS, [comm_options_p, c_char_p, c_size_t]),
+    "cohort_comm_options_set_address": (_STATUS, [comm_options_p, c_char_p]),
+    "cohort_comm_options_set_ifname": (_STATUS, [comm_options_p, c_char_p]),
+    "cohort_comm_options_set_host_label": (_STATUS, [comm_options_p, c_char_p]),
+    "cohort_comm_options_set_fusion_threshold": (_STATUS, [comm_options_p, c_uint64]),
+    "cohort_comm_options_set_socket_buffer": (_STATUS, [comm_options_p, c_uint64]),
+    "cohort_comm_options_set_max_frame": (_STATUS, [comm_options_p, c_uint64]),
+    # communicator
+    "cohort_comm_create": (_STATUS, [c_int32, c_int32, comm_options_p, _P(comm_p)]),
+    "cohort_comm_destroy": (None, [comm_p]),
+    "cohort_comm_close": (_STATUS, [comm_p]),
+    "cohort_comm_rank": (_STATUS, [comm_p, _P(c_int32)]),
+    "cohort_comm_size": (_STATUS, [comm_p, _P(c_int32)]),
+    "cohort_comm_is_broken": (_STATUS, [comm_p, _P(c_int32)]),
+    "cohort_comm_broken_reason": (_STATUS, [comm_p, _owned_out]),
+    "cohort_comm_host": (_STATUS, [comm_p, c_int32, _cstr_out]),
+    "cohort_comm_choose": (_STATUS, [comm_p, c_uint64, _P(c_int32)]),
+    # collectives (buffers as c_void_p: addresses of the caller's memory)
+    "cohort_comm_allreduce": (_STATUS, [comm_p, c_void_p, c_void_p, c_uint64, c_int32, c_int32,
+                                        c_int32, c_int64]),
+    "cohort_comm_broadcast": (_STATUS, [comm_p, c_void_p, c_uint64, c_int32, c_int64]),
+    "cohort_comm_barrier": (_STATUS, [comm_p, c_int64]),
+    "cohort_comm_allgather": (_STATUS, [comm_p, c_void_p, c_void_p, c_uint64, c_int64]),
+    "cohort_comm_reduce_scatter": (_STATUS, [comm_p, c_void_p, c_void_p, c_uint64, c_int32,
+                                             c_int32, c_int64]),
+    "cohort_comm_allreduce_named": (_STATUS, [comm_p, c_size_t, _P(c_char_p), _P(c_void_p),
+                                              _P(c_uint64), _P(c_int32), c_int32, c_int64]),
+    "cohort_comm_allreduce_async": (_STATUS, [comm_p, c_void_p, c_void_p, c_uint64, c_int32,
+                                              c_int32, c_int32, c_int64, _P(work_p)]),
+    "cohort_comm_broadcast_async": (_STATUS, [comm_p, c_void_p, c_uint64, c_int32, c_int64,
+                                              _P(work_p)]),
+    "cohort_comm_barrier_async": (_STATUS, [comm_p, c_int64, _P(work_p)]),
+    "cohort_comm_allgather_async": (_STATUS, [comm_p, c_void_p, c_void_p, c_uint64, c_int64,
+                                              _P(work_p)]),
+    "cohort_comm_reduce_scatter_async": (_STATUS, [comm_p, c_void_p, c_void_p, c_uint64,
+                                                   c_int32, c_int32, c_int64, _P(work_p)]),
+    # work
+    "cohort_work_test": (_STATUS, [work_p, _P(c_int32)]),
+    "cohort_work_wait": (_STATUS, [work_p, c_int64]),
+    "cohort_work_destroy": (None, [work_p]),
 }
 
 _lock = threading.Lock()

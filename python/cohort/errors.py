@@ -8,7 +8,8 @@ built-in exception a Python user would expect (ValueError, OSError, ...).
 __all__ = [
     "Error", "InvalidArgument", "ParseError", "FileError", "NotFound",
     "OutOfRange", "Timeout", "Unavailable", "NoMemory", "CallbackError",
-    "InternalError", "BufferTooSmall", "Unsatisfiable", "LibraryNotFound",
+    "InternalError", "BufferTooSmall", "Unsatisfiable", "PeerFailed",
+    "Mismatch", "Closed", "PermissionDenied", "LibraryNotFound",
     "error_for",
 ]
 
@@ -73,6 +74,22 @@ class Unsatisfiable(Error):
     code = 12
 
 
+class PeerFailed(Error, ConnectionError):
+    code = 13
+
+
+class Mismatch(Error, ValueError):
+    code = 14
+
+
+class Closed(Error, ConnectionError):
+    code = 15
+
+
+class PermissionDenied(Error, PermissionError):
+    code = 16
+
+
 class LibraryNotFound(Error, ImportError):
     """libcohort could not be found or loaded; the message lists where we looked."""
 
@@ -80,7 +97,7 @@ class LibraryNotFound(Error, ImportError):
 _BY_CODE = {cls.code: cls for cls in (
     InvalidArgument, ParseError, FileError, NotFound, OutOfRange, Timeout,
     Unavailable, NoMemory, CallbackError, InternalError, BufferTooSmall,
-    Unsatisfiable)}
+    Unsatisfiable, PeerFailed, Mismatch, Closed, PermissionDenied)}
 
 
 def error_for(code, message):

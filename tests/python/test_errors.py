@@ -21,7 +21,8 @@ CODES = {
     1: cohort.InvalidArgument, 2: cohort.ParseError, 3: cohort.FileError,
     4: cohort.NotFound, 5: cohort.OutOfRange, 6: cohort.Timeout, 7: cohort.Unavailable,
     8: cohort.NoMemory, 9: cohort.CallbackError, 10: cohort.InternalError,
-    11: cohort.BufferTooSmall, 12: cohort.Unsatisfiable,
+    11: cohort.BufferTooSmall, 12: cohort.Unsatisfiable, 13: cohort.PeerFailed,
+    14: cohort.Mismatch, 15: cohort.Closed, 16: cohort.PermissionDenied,
 }
 
 

@@ -1,0 +1,559 @@
+// C ABI: communicators, their collectives and work handles. Arguments are
+// checked here, so messages name the C function and parameter; the C++
+// Communicator checks them again and does the work.
+#include "handles.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <string>
+
+using cohort::Errc;
+using cohort::Error;
+using cohort::capi::guard;
+using cohort::capi::require;
+
+static_assert(COHORT_DTYPE_UINT8 == static_cast<int32_t>(cohort::DataType::uint8));
+static_assert(COHORT_DTYPE_BFLOAT16 == static_cast<int32_t>(cohort::DataType::bfloat16));
+static_assert(COHORT_OP_AVG == static_cast<int32_t>(cohort::ReduceOp::avg));
+static_assert(COHORT_ALGO_HIERARCHICAL == static_cast<int32_t>(cohort::Algorithm::hierarchical));
+
+namespace {
+
+// A deadline is now + timeout on a nanosecond clock; a year keeps that far
+// from overflowing and is longer than anyone means to wait.
+constexpr int64_t kMaxTimeoutMs = int64_t(365) * 24 * 3600 * 1000;
+
+[[noreturn]] void bad(std::string message) {
+    throw Error(Errc::invalid_argument, std::move(message));
+}
+
+cohort::DataType check_dtype(int32_t dtype, const char* fn, const char* what = "dtype") {
+    if (!cohort::dtype_valid(static_cast<cohort::DataType>(dtype)))
+        bad(fmt::format("{}: {} {} is not a COHORT_DTYPE_* constant (0..{})", fn, what, dtype, COHORT_DTYPE_UINT8));
+    return static_cast<cohort::DataType>(dtype);
+}
+
+cohort::ReduceOp check_op(int32_t op, const char* fn) {
+    if (!cohort::reduce_op_valid(static_cast<cohort::ReduceOp>(op)))
+        bad(fmt::format("{}: op {} is not a COHORT_OP_* constant (0..{})", fn, op, COHORT_OP_AVG));
+    return static_cast<cohort::ReduceOp>(op);
+}
+
+cohort::Algorithm check_algorithm(int32_t algorithm, const char* fn) {
+    if (algorithm < COHORT_ALGO_AUTO || algorithm > COHORT_ALGO_HIERARCHICAL)
+        bad(fmt::format("{}: algorithm {} is not a COHORT_ALGO_* constant (0..{})", fn, algorithm,
+                        COHORT_ALGO_HIERARCHICAL));
+    return static_cast<cohort::Algorithm>(algorithm);
+}
+
+// A millisecond count for a timeout; `zero_ok` for the per-call ones, where
+// 0 means the communicator's default.
+std::chrono::milliseconds check_timeout(int64_t ms, bool zero_ok, const char* fn, const char* what) {
+    if (ms < 0 || (ms == 0 && !zero_ok) || ms > kMaxTimeoutMs) {
+        bad(fmt::format("{}: {} must be {} and at most a year ({} ms), got {}", fn, what,
+                        zero_ok ? "0 (the default) or positive" : "positive", kMaxTimeoutMs, ms));
+    }
+    return std::chrono::milliseconds(ms);
+}
+
+cohort::CallOptions call_options(int64_t timeout_ms, const char* fn,
+                                 cohort::Algorithm algorithm = cohort::Algorithm::automatic) {
+    cohort::CallOptions call;
+    call.algorithm = algorithm;
+    call.timeout = check_timeout(timeout_ms, true, fn, "timeout_ms");
+    return call;
+}
+
+std::size_t to_size(uint64_t value, const char* fn, const char* what) {
+    if constexpr (sizeof(std::size_t) < sizeof(uint64_t)) {
+        if (value > std::numeric_limits<std::size_t>::max())
+            bad(fmt::format("{}: {} {} does not fit in this platform's size_t", fn, what, value));
+    }
+    return static_cast<std::size_t>(value);
+}
+
+// count * element bytes, or INVALID_ARGUMENT if that overflows.
+std::size_t byte_count(uint64_t count, std::size_t element, const char* fn, const char* what) {
+    if (element != 0 && count > std::numeric_limits<std::size_t>::max() / element)
+        bad(fmt::format("{}: {} {} times {} bytes overflows", fn, what, count, element));
+    return static_cast<std::size_t>(count) * element;
+}
+
+void require_buffer(const void* pointer, std::size_t bytes, const char* fn, const char* what) {
+    if (pointer == nullptr && bytes > 0)
+        bad(fmt::format("{}: {} must not be NULL when the call covers {} bytes", fn, what, bytes));
+}
+
+void require_comm(const cohort_comm* comm, const char* fn) {
+    require(comm, fn, "comm");
+}
+
+int32_t size_of(const cohort_comm* comm) {
+    return comm->impl.size();
+}
+
+void check_root(const cohort_comm* comm, int32_t root, const char* fn) {
+    if (root < 0 || root >= size_of(comm))
+        bad(fmt::format("{}: root {} is outside 0..{} (the communicator has {} ranks)", fn, root, size_of(comm) - 1,
+                        size_of(comm)));
+}
+
+// The arguments of an all-reduce, checked.
+struct Allreduce {
+    std::size_t count;
+    cohort::DataType dtype;
+    cohort::ReduceOp op;
+    cohort::CallOptions call;
+};
+
+Allreduce check_allreduce(const cohort_comm* comm, const void* in, const void* out, uint64_t count, int32_t dtype,
+                          int32_t op, int32_t algorithm, int64_t timeout_ms, const char* fn) {
+    require_comm(comm, fn);
+    Allreduce a{to_size(count, fn, "count"), check_dtype(dtype, fn), check_op(op, fn),
+                call_options(timeout_ms, fn, check_algorithm(algorithm, fn))};
+    const std::size_t bytes = byte_count(count, cohort::dtype_size(a.dtype), fn, "count");
+    require_buffer(in, bytes, fn, "in");
+    require_buffer(out, bytes, fn, "out");
+    const auto* i = static_cast<const std::byte*>(in);
+    const auto* o = static_cast<const std::byte*>(out);
+    if (bytes > 0 && i != o && i < o + bytes && o < i + bytes)
+        bad(
+            fmt::format("{}: in and out overlap without being the same buffer (pass the same pointer twice to "
+                        "reduce in place)",
+                        fn));
+    return a;
+}
+
+struct Broadcast {
+    std::size_t bytes;
+    cohort::CallOptions call;
+};
+
+Broadcast check_broadcast(const cohort_comm* comm, const void* data, uint64_t bytes, int32_t root, int64_t timeout_ms,
+                          const char* fn) {
+    require_comm(comm, fn);
+    Broadcast b{to_size(bytes, fn, "bytes"), call_options(timeout_ms, fn)};
+    require_buffer(data, b.bytes, fn, "data");
+    check_root(comm, root, fn);
+    return b;
+}
+
+struct Allgather {
+    std::size_t bytes;
+    cohort::CallOptions call;
+};
+
+Allgather check_allgather(const cohort_comm* comm, const void* in, const void* out, uint64_t bytes, int64_t timeout_ms,
+                          const char* fn) {
+    require_comm(comm, fn);
+    Allgather g{to_size(bytes, fn, "bytes"), call_options(timeout_ms, fn)};
+    require_buffer(in, g.bytes, fn, "in");
+    require_buffer(out, byte_count(bytes, static_cast<std::size_t>(size_of(comm)), fn, "bytes"), fn, "out");
+    return g;
+}
+
+Allreduce check_reduce_scatter(const cohort_comm* comm, const void* in, const void* out, uint64_t count, int32_t dtype,
+                               int32_t op, int64_t timeout_ms, const char* fn) {
+    require_comm(comm, fn);
+    Allreduce a{to_size(count, fn, "count"), check_dtype(dtype, fn), check_op(op, fn), call_options(timeout_ms, fn)};
+    const std::size_t block = byte_count(count, cohort::dtype_size(a.dtype), fn, "count");
+    require_buffer(in, byte_count(block, static_cast<std::size_t>(size_of(comm)), fn, "count"), fn, "in");
+    require_buffer(out, block, fn, "out");
+    return a;
+}
+
+void set_text(std::string& field, const char* value, const char* default_value) {
+    field = (value == nullptr || value[0] == '\0') ? default_value : value;
+}
+
+void give_work(cohort::Work work, cohort_work** out) {
+    *out = new cohort_work{std::move(work)};
+}
+
+}  // namespace
+
+extern "C" {
+
+// ------------------------------------------------------------------ names
+
+const char* cohort_dtype_name(int32_t dtype) {
+    return cohort::dtype_name(static_cast<cohort::DataType>(dtype));
+}
+
+const char* cohort_reduce_op_name(int32_t op) {
+    return cohort::reduce_op_name(static_cast<cohort::ReduceOp>(op));
+}
+
+const char* cohort_algorithm_name(int32_t algorithm) {
+    return cohort::algorithm_name(static_cast<cohort::Algorithm>(algorithm));
+}
+
+size_t cohort_dtype_size(int32_t dtype) {
+    return cohort::dtype_size(static_cast<cohort::DataType>(dtype));
+}
+
+int cohort_dtype_parse(const char* name, int32_t* dtype) {
+    return guard(__func__, [&](const char* fn) {
+        require(name, fn, "name");
+        require(dtype, fn, "dtype");
+        try {
+            *dtype = static_cast<int32_t>(cohort::parse_dtype(name));
+        } catch (const Error& e) {
+            throw Error(e.code(), fmt::format("{}: {}", fn, e.what()));
+        }
+    });
+}
+
+int cohort_reduce_op_parse(const char* name, int32_t* op) {
+    return guard(__func__, [&](const char* fn) {
+        require(name, fn, "name");
+        require(op, fn, "op");
+        try {
+            *op = static_cast<int32_t>(cohort::parse_reduce_op(name));
+        } catch (const Error& e) {
+            throw Error(e.code(), fmt::format("{}: {}", fn, e.what()));
+        }
+    });
+}
+
+int cohort_algorithm_parse(const char* name, int32_t* algorithm) {
+    return guard(__func__, [&](const char* fn) {
+        require(name, fn, "name");
+        require(algorithm, fn, "algorithm");
+        try {
+            *algorithm = static_cast<int32_t>(cohort::parse_algorithm(name));
+        } catch (const Error& e) {
+            throw Error(e.code(), fmt::format("{}: {}", fn, e.what()));
+        }
+    });
+}
+
+// ---------------------------------------------------------------- options
+
+int cohort_comm_options_create(cohort_comm_options** out) {
+    return guard(__func__, [&](const char* fn) {
+        require(out, fn, "out");
+        *out = new cohort_comm_options{};
+    });
+}
+
+void cohort_comm_options_destroy(cohort_comm_options* options) {
+    delete options;
+}
+
+int cohort_comm_options_set_store(cohort_comm_options* options, const char* url) {
+    return guard(__func__, [&](const char* fn) {
+        require(options, fn, "options");
+        set_text(options->impl.store_url, url, "");
+    });
+}
+
+int cohort_comm_options_set_job_id(cohort_comm_options* options, const char* job_id) {
+    return guard(__func__, [&](const char* fn) {
+        require(options, fn, "options");
+        if (job_id != nullptr && std::strlen(job_id) > 256)
+            bad(fmt::format("{}: job_id has {} bytes; at most 256 are allowed", fn, std::strlen(job_id)));
+        set_text(options->impl.job_id, job_id, "cohort");
+    });
+}
+
+int cohort_comm_options_set_generation(cohort_comm_options* options, uint64_t generation) {
+    return guard(__func__, [&](const char* fn) {
+        require(options, fn, "options");
+        options->impl.generation = generation;
+    });
+}
+
+int cohort_comm_options_set_timeout_ms(cohort_comm_options* options, int64_t timeout_ms) {
+    return guard(__func__, [&](const char* fn) {
+        require(options, fn, "options");
+        options->impl.timeout = check_timeout(timeout_ms, false, fn, "timeout_ms");
+    });
+}
+
+int cohort_comm_options_set_connect_timeout_ms(cohort_comm_options* options, int64_t timeout_ms) {
+    return guard(__func__, [&](const char* fn) {
+        require(options, fn, "options");
+        options->impl.connect_timeout = check_timeout(timeout_ms, false, fn, "timeout_ms");
+    });
+}
+
+int cohort_comm_options_set_secret(cohort_comm_options* options, const char* secret, size_t length) {
+    return guard(__func__, [&](const char* fn) {
+        require(options, fn, "options");
+        if (secret == nullptr && length > 0) bad(fmt::format("{}: secret must not be NULL (length is {})", fn, length));
+        options->impl.secret = length == 0 ? std::string() : std::string(secret, length);
+    });
+}
+
+int cohort_comm_options_set_address(cohort_comm_options* options, const char* address) {
+    return guard(__func__, [&](const char* fn) {
+        require(options, fn, "options");
+        set_text(options->impl.address, address, "");
+    });
+}
+
+int cohort_comm_options_set_ifname(cohort_comm_options* options, const char* ifname) {
+    return guard(__func__, [&](const char* fn) {
+        require(options, fn, "options");
+        set_text(options->impl.ifname, ifname, "");
+    });
+}
+
+int cohort_comm_options_set_host_label(cohort_comm_options* options, const char* label) {
+    return guard(__func__, [&](const char* fn) {
+        require(options, fn, "options");
+        set_text(options->impl.host_label, label, "");
+    });
+}
+
+int cohort_comm_options_set_fusion_threshold(cohort_comm_options* options, uint64_t bytes) {
+    return guard(__func__, [&](const char* fn) {
+        require(options, fn, "options");
+        if (bytes == 0) bad(fmt::format("{}: bytes must be at least 1", fn));
+        options->impl.fusion_threshold = to_size(bytes, fn, "bytes");
+    });
+}
+
+int cohort_comm_options_set_socket_buffer(cohort_comm_options* options, uint64_t bytes) {
+    return guard(__func__, [&](const char* fn) {
+        require(options, fn, "options");
+        if (bytes > (uint64_t(1) << 30)) bad(fmt::format("{}: bytes {} is above 1 GiB", fn, bytes));
+        options->impl.socket_buffer = static_cast<std::size_t>(bytes);
+    });
+}
+
+int cohort_comm_options_set_max_frame(cohort_comm_options* options, uint64_t bytes) {
+    return guard(__func__, [&](const char* fn) {
+        require(options, fn, "options");
+        if (bytes < 4096 || bytes > (uint64_t(256) << 20))
+            bad(fmt::format("{}: bytes {} is outside 4 KiB..256 MiB (4096..268435456)", fn, bytes));
+        options->impl.max_frame = static_cast<std::size_t>(bytes);
+    });
+}
+
+// ----------------------------------------------------------- communicator
+
+int cohort_comm_create(int32_t rank, int32_t size, const cohort_comm_options* options, cohort_comm** out) {
+    return guard(__func__, [&](const char* fn) {
+        require(out, fn, "out");
+        if (size < 1) bad(fmt::format("{}: size must be at least 1, got {}", fn, size));
+        if (rank < 0 || rank >= size) bad(fmt::format("{}: rank {} is outside 0..{}", fn, rank, size - 1));
+        cohort::CommOptions o = options ? options->impl : cohort::CommOptions{};
+        o.rank = rank;
+        o.size = size;
+        *out = new cohort_comm{cohort::Communicator(o)};
+    });
+}
+
+void cohort_comm_destroy(cohort_comm* comm) {
+    delete comm;
+}
+
+int cohort_comm_close(cohort_comm* comm) {
+    return guard(__func__, [&](const char* fn) {
+        require_comm(comm, fn);
+        comm->impl.close();
+    });
+}
+
+int cohort_comm_rank(const cohort_comm* comm, int32_t* rank) {
+    return guard(__func__, [&](const char* fn) {
+        require_comm(comm, fn);
+        require(rank, fn, "rank");
+        *rank = comm->impl.rank();
+    });
+}
+
+int cohort_comm_size(const cohort_comm* comm, int32_t* size) {
+    return guard(__func__, [&](const char* fn) {
+        require_comm(comm, fn);
+        require(size, fn, "size");
+        *size = comm->impl.size();
+    });
+}
+
+int cohort_comm_is_broken(const cohort_comm* comm, int32_t* broken) {
+    return guard(__func__, [&](const char* fn) {
+        require_comm(comm, fn);
+        require(broken, fn, "broken");
+        *broken = comm->impl.broken() ? 1 : 0;
+    });
+}
+
+int cohort_comm_broken_reason(const cohort_comm* comm, char** reason) {
+    return guard(__func__, [&](const char* fn) {
+        require_comm(comm, fn);
+        require(reason, fn, "reason");
+        *reason = cohort::capi::copy_out(comm->impl.broken_reason());
+    });
+}
+
+int cohort_comm_host(const cohort_comm* comm, int32_t rank, const char** host) {
+    return guard(__func__, [&](const char* fn) {
+        require_comm(comm, fn);
+        require(host, fn, "host");
+        const auto& hosts = comm->impl.hosts();
+        if (rank < 0 || static_cast<std::size_t>(rank) >= hosts.size())
+            throw Error(Errc::out_of_range,
+                        fmt::format("{}: rank {} is outside 0..{}", fn, rank, static_cast<int64_t>(hosts.size()) - 1));
+        *host = hosts[static_cast<std::size_t>(rank)].c_str();
+    });
+}
+
+int cohort_comm_choose(const cohort_comm* comm, uint64_t bytes, int32_t* algorithm) {
+    return guard(__func__, [&](const char* fn) {
+        require_comm(comm, fn);
+        require(algorithm, fn, "algorithm");
+        *algorithm = static_cast<int32_t>(comm->impl.choose(to_size(bytes, fn, "bytes")));
+    });
+}
+
+// ------------------------------------------------------------- blocking
+
+int cohort_comm_allreduce(cohort_comm* comm, const void* in, void* out, uint64_t count, int32_t dtype, int32_t op,
+                          int32_t algorithm, int64_t timeout_ms) {
+    return guard(__func__, [&](const char* fn) {
+        const auto a = check_allreduce(comm, in, out, count, dtype, op, algorithm, timeout_ms, fn);
+        comm->impl.allreduce(in, out, a.count, a.dtype, a.op, a.call);
+    });
+}
+
+int cohort_comm_broadcast(cohort_comm* comm, void* data, uint64_t bytes, int32_t root, int64_t timeout_ms) {
+    return guard(__func__, [&](const char* fn) {
+        const auto b = check_broadcast(comm, data, bytes, root, timeout_ms, fn);
+        comm->impl.broadcast(data, b.bytes, root, b.call);
+    });
+}
+
+int cohort_comm_barrier(cohort_comm* comm, int64_t timeout_ms) {
+    return guard(__func__, [&](const char* fn) {
+        require_comm(comm, fn);
+        comm->impl.barrier(call_options(timeout_ms, fn));
+    });
+}
+
+int cohort_comm_allgather(cohort_comm* comm, const void* in, void* out, uint64_t bytes, int64_t timeout_ms) {
+    return guard(__func__, [&](const char* fn) {
+        const auto g = check_allgather(comm, in, out, bytes, timeout_ms, fn);
+        comm->impl.allgather(in, out, g.bytes, g.call);
+    });
+}
+
+int cohort_comm_reduce_scatter(cohort_comm* comm, const void* in, void* out, uint64_t count, int32_t dtype, int32_t op,
+                               int64_t timeout_ms) {
+    return guard(__func__, [&](const char* fn) {
+        const auto a = check_reduce_scatter(comm, in, out, count, dtype, op, timeout_ms, fn);
+        comm->impl.reduce_scatter(in, out, a.count, a.dtype, a.op, a.call);
+    });
+}
+
+int cohort_comm_allreduce_named(cohort_comm* comm, size_t n, const char* const* names, void* const* buffers,
+                                const uint64_t* counts, const int32_t* dtypes, int32_t op, int64_t timeout_ms) {
+    return guard(__func__, [&](const char* fn) {
+        require_comm(comm, fn);
+        const auto reduce = check_op(op, fn);
+        const auto call = call_options(timeout_ms, fn);
+        if (n > 0) {
+            require(names, fn, "names");
+            require(buffers, fn, "buffers");
+            require(counts, fn, "counts");
+            require(dtypes, fn, "dtypes");
+        }
+        std::map<std::string, cohort::Tensor> tensors;
+        std::map<std::string, std::size_t> index_of;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (names[i] == nullptr) bad(fmt::format("{}: names[{}] must not be NULL", fn, i));
+            const std::string what = fmt::format("dtypes[{}]", i);
+            const auto dtype = check_dtype(dtypes[i], fn, what.c_str());
+            const std::string count_name = fmt::format("counts[{}]", i);
+            const std::size_t bytes = byte_count(counts[i], cohort::dtype_size(dtype), fn, count_name.c_str());
+            if (buffers[i] == nullptr && bytes > 0)
+                bad(fmt::format("{}: buffers[{}] ('{}') must not be NULL ({} bytes)", fn, i, names[i], bytes));
+            const auto [at, fresh] = index_of.emplace(names[i], i);
+            if (!fresh)
+                bad(fmt::format("{}: names[{}] and names[{}] are both '{}'; names must be distinct", fn, at->second, i,
+                                names[i]));
+            tensors.emplace(names[i], cohort::Tensor{{static_cast<std::byte*>(buffers[i]), bytes}, dtype});
+        }
+        comm->impl.allreduce_named(tensors, reduce, call);
+    });
+}
+
+// ----------------------------------------------------------- asynchronous
+
+int cohort_comm_allreduce_async(cohort_comm* comm, const void* in, void* out, uint64_t count, int32_t dtype, int32_t op,
+                                int32_t algorithm, int64_t timeout_ms, cohort_work** work) {
+    return guard(__func__, [&](const char* fn) {
+        require(work, fn, "work");
+        const auto a = check_allreduce(comm, in, out, count, dtype, op, algorithm, timeout_ms, fn);
+        give_work(comm->impl.allreduce_async(in, out, a.count, a.dtype, a.op, a.call), work);
+    });
+}
+
+int cohort_comm_broadcast_async(cohort_comm* comm, void* data, uint64_t bytes, int32_t root, int64_t timeout_ms,
+                                cohort_work** work) {
+    return guard(__func__, [&](const char* fn) {
+        require(work, fn, "work");
+        const auto b = check_broadcast(comm, data, bytes, root, timeout_ms, fn);
+        give_work(comm->impl.broadcast_async(data, b.bytes, root, b.call), work);
+    });
+}
+
+int cohort_comm_barrier_async(cohort_comm* comm, int64_t timeout_ms, cohort_work** work) {
+    return guard(__func__, [&](const char* fn) {
+        require(work, fn, "work");
+        require_comm(comm, fn);
+        give_work(comm->impl.barrier_async(call_options(timeout_ms, fn)), work);
+    });
+}
+
+int cohort_comm_allgather_async(cohort_comm* comm, const void* in, void* out, uint64_t bytes, int64_t timeout_ms,
+                                cohort_work** work) {
+    return guard(__func__, [&](const char* fn) {
+        require(work, fn, "work");
+        const auto g = check_allgather(comm, in, out, bytes, timeout_ms, fn);
+        give_work(comm->impl.allgather_async(in, out, g.bytes, g.call), work);
+    });
+}
+
+int cohort_comm_reduce_scatter_async(cohort_comm* comm, const void* in, void* out, uint64_t count, int32_t dtype,
+                                     int32_t op, int64_t timeout_ms, cohort_work** work) {
+    return guard(__func__, [&](const char* fn) {
+        require(work, fn, "work");
+        const auto a = check_reduce_scatter(comm, in, out, count, dtype, op, timeout_ms, fn);
+        give_work(comm->impl.reduce_scatter_async(in, out, a.count, a.dtype, a.op, a.call), work);
+    });
+}
+
+// ------------------------------------------------------------------- work
+
+int cohort_work_test(const cohort_work* work, int32_t* done) {
+    return guard(__func__, [&](const char* fn) {
+        require(work, fn, "work");
+        require(done, fn, "done");
+        *done = work->impl.test() ? 1 : 0;
+    });
+}
+
+int cohort_work_wait(cohort_work* work, int64_t limit_ms) {
+    return guard(__func__, [&](const char* fn) {
+        require(work, fn, "work");
+        const auto limit = check_timeout(limit_ms, true, fn, "limit_ms");
+        if (limit.count() == 0)
+            work->impl.wait();
+        else
+            work->impl.wait_for(limit);
+    });
+}
+
+void cohort_work_destroy(cohort_work* work) {
+    delete work;
+}
+
+}  // extern "C"
