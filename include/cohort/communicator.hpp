@@ -67,6 +67,12 @@ struct CommOptions {
     // The largest frame payload sent or accepted; messages are cut into
     // frames of this size at most.
     std::size_t max_frame = std::size_t(4) << 20;
+    // Between processes of one machine, let a receiver copy a large message
+    // straight from the sender's memory (process_vm_readv, one copy instead
+    // of TCP's two), when both sides prove they may. The connection still
+    // carries the frames that describe, check and acknowledge each copy.
+    // $COHORT_DIRECT_COPY=0 turns it off.
+    bool direct_copy = true;
 };
 
 // Per-call options. A zero timeout means the communicator's default.

@@ -138,8 +138,16 @@ Communicator::Impl::Impl(const CommOptions& given) : options(given) {
     host_count = distinct.size();
     multi_rank_host = host_count < hosts.size();
 
-    comm::MeshOptions mesh{rank, size, options.job_id, options.generation, options.secret, options.socket_buffer,
-                           deadline};
+    comm::MeshOptions mesh;
+    mesh.rank = rank;
+    mesh.size = size;
+    mesh.job_id = options.job_id;
+    mesh.generation = options.generation;
+    mesh.secret = options.secret;
+    mesh.socket_buffer = options.socket_buffer;
+    mesh.direct_copy = options.direct_copy;
+    if (const char* env = std::getenv("COHORT_DIRECT_COPY"); env && std::string(env) == "0") mesh.direct_copy = false;
+    mesh.deadline = deadline;
     auto peers = comm::connect_mesh(*io, acceptor, endpoints, mesh);
     engine = std::make_unique<comm::Engine>(rank, size, std::move(peers), options.max_frame, std::move(io));
 }

@@ -9,6 +9,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cerrno>
+#include <cstring>
+#include <sched.h>
+#include <sys/uio.h>
 
 namespace cohort::comm {
 using detail::format_size;
@@ -18,6 +23,7 @@ using boost::system::error_code;
 Engine::Engine(int rank, int size, std::vector<std::unique_ptr<Peer>> peers, std::size_t max_frame,
                std::unique_ptr<asio::io_context> io)
     : rank_(rank), size_(size), io_(std::move(io)), peers_(std::move(peers)), max_frame_(max_frame) {
+    if (const char* env = std::getenv("COHORT_SPIN_US")) spin_ = std::chrono::microseconds(std::atoi(env));
     for (auto& peer : peers_)
         if (peer) post_header_read(*peer);
 }
@@ -62,6 +68,7 @@ void Engine::run(std::span<Transfer> transfers) {
         if (t.direction == Transfer::Direction::send) {
             peer.send = &t;
             peer.send_done = peer.send_frames = 0;
+            peer.awaiting_ack = false;
         } else {
             peer.recv = &t;
             peer.recv_done = peer.recv_frames = 0;
@@ -77,7 +84,17 @@ void Engine::run(std::span<Transfer> transfers) {
         else
             start_recv(peer);
     }
+    // Small messages answer within microseconds; polling for a moment
+    // before sleeping in epoll saves the wake-up (MPI busy-polls the same
+    // way). Yielding lets other ranks on a crowded machine run meanwhile.
+    const auto spin_until = Clock::now() + spin_;
     while (outstanding_ > 0 && !failed_) {
+        if (io_->poll_one() > 0) continue;
+        if (io_->stopped()) io_->restart();
+        if (Clock::now() < spin_until) {
+            sched_yield();
+            continue;
+        }
         if (io_->run_one_until(deadline_) == 0) {
             if (io_->stopped()) io_->restart();
             if (Clock::now() >= deadline_)
@@ -94,6 +111,24 @@ void Engine::finish_transfer() {
 
 // ---------------------------------------------------------------- sending
 
+namespace {
+
+// Direct copies pay an ack round trip; below this size TCP is faster.
+constexpr std::size_t kDirectMinimum = std::size_t(64) << 10;
+// Copied and reduced piece by piece so the reduction reads from cache.
+constexpr std::size_t kDirectChunk = std::size_t(512) << 10;
+
+void put64(unsigned char* at, uint64_t value) {
+    for (int i = 0; i < 8; ++i) at[i] = static_cast<unsigned char>(value >> (8 * i));
+}
+uint64_t get64(const unsigned char* at) {
+    uint64_t value = 0;
+    for (int i = 0; i < 8; ++i) value |= uint64_t(at[i]) << (8 * i);
+    return value;
+}
+
+}  // namespace
+
 void Engine::start_send(Peer& peer) {
     if (peer.gone) {
         fail(peer.left ? Errc::closed : Errc::peer_failed,
@@ -101,43 +136,78 @@ void Engine::start_send(Peer& peer) {
                          peer.gone_reason));
         return;
     }
-    write_frame(peer);
+    pump(peer);
 }
 
-void Engine::write_frame(Peer& peer) {
+// Starts the next write on the peer's socket, if none is in flight: acks
+// first (the peer waits on them), then the current send's next frame.
+void Engine::pump(Peer& peer) {
+    if (peer.mid_frame || peer.gone) return;
+    if (!peer.acks.empty()) {
+        peer.out_header = peer.acks.front();
+        peer.acks.pop_front();
+        peer.mid_frame = true;
+        asio::async_write(peer.socket, asio::buffer(peer.out_header),
+                          [this, p = &peer](const error_code& ec, std::size_t) {
+                              if (!wrote(*p, ec)) return;
+                              if (p->recv) {
+                                  p->recv = nullptr;
+                                  finish_transfer();
+                              }
+                              post_header_read(*p);
+                              pump(*p);
+                          });
+        return;
+    }
+    if (peer.send == nullptr || peer.awaiting_ack) return;
     Transfer& t = *peer.send;
+    if (peer.direct && t.bytes >= kDirectMinimum) {
+        encode(FrameHeader{FrameKind::direct, op_, t.tag, static_cast<uint32_t>(kDirectPayload)}, peer.out_header);
+        put64(peer.out_direct.data(), reinterpret_cast<uintptr_t>(t.data));
+        put64(peer.out_direct.data() + 8, t.bytes);
+        peer.mid_frame = true;
+        peer.awaiting_ack = true;
+        const std::array<asio::const_buffer, 2> buffers{asio::buffer(peer.out_header), asio::buffer(peer.out_direct)};
+        asio::async_write(peer.socket, buffers, [this, p = &peer](const error_code& ec, std::size_t) {
+            if (wrote(*p, ec)) pump(*p);
+        });
+        return;
+    }
+    if (peer.send_frames > 0 && peer.send_done == t.bytes) return;
     const std::size_t length = std::min(max_frame_, t.bytes - peer.send_done);
     encode(FrameHeader{FrameKind::data, op_, t.tag, static_cast<uint32_t>(length)}, peer.out_header);
     peer.mid_frame = true;
     const std::array<asio::const_buffer, 2> buffers{asio::buffer(peer.out_header),
                                                     asio::buffer(t.data + peer.send_done, length)};
     asio::async_write(peer.socket, buffers, [this, p = &peer, length](const error_code& ec, std::size_t) {
-        p->mid_frame = false;
-        if (ec == asio::error::operation_aborted || p->send == nullptr) return;
-        if (ec) {
-            // A peer that gave up writes an abort frame and closes; our send
-            // then fails with a reset before we read why. The header read,
-            // if one is outstanding, still gets the abort frame (or the end
-            // of the stream), so let it speak first.
-            const std::string why =
-                fmt::format("sending to it failed: {} (it died or closed the connection)", ec.message());
-            if (p->header_read_posted) {
-                p->send = nullptr;
-                p->send_error = why;
-                return;
-            }
-            peer_gone(*p, true, why);
-            return;
-        }
+        if (!wrote(*p, ec)) return;
         p->send_done += length;
         ++p->send_frames;
         if (p->send_done == p->send->bytes) {
             p->send = nullptr;
             finish_transfer();
-        } else {
-            write_frame(*p);
         }
+        pump(*p);
     });
+}
+
+// The common end of every write: false when the write's continuation must
+// not run (cancelled, or the connection broke).
+bool Engine::wrote(Peer& peer, const error_code& ec) {
+    peer.mid_frame = false;
+    if (ec == asio::error::operation_aborted || broken_) return false;  // nothing continues after a failure
+    if (!ec) return true;
+    // A peer that gave up writes an abort frame and half-closes; our write
+    // may fail with a reset before we read why. The header read, if one is
+    // outstanding, still gets the abort frame (or the end of the stream),
+    // so let it speak first.
+    const std::string why = fmt::format("sending to it failed: {} (it died or closed the connection)", ec.message());
+    if (peer.header_read_posted) {
+        peer.send_error = why;
+        return false;
+    }
+    peer_gone(peer, true, why);
+    return false;
 }
 
 // -------------------------------------------------------------- receiving
@@ -173,6 +243,68 @@ void Engine::post_header_read(Peer& peer) {
     });
 }
 
+void Engine::on_ack(Peer& peer, const FrameHeader& header) {
+    if (peer.send == nullptr || !peer.awaiting_ack) {
+        peer_gone(peer, true, "sent an acknowledgement nothing waited for (a protocol error); disconnected it");
+        return;
+    }
+    if (header.op != op_ || header.tag != peer.send->tag) {
+        fail(Errc::mismatch, fmt::format("{} on rank {} does not match rank {}: it acknowledged {} step {}",
+                                         describe(op_), rank_, peer.rank, describe(header.op), header.tag));
+        return;
+    }
+    peer.awaiting_ack = false;
+    peer.send_done = peer.send->bytes;
+    peer.send = nullptr;
+    finish_transfer();
+    post_header_read(peer);
+    pump(peer);
+}
+
+// Copies the peer's buffer straight into ours, a chunk at a time, then
+// queues the ack that lets the peer reuse its buffer.
+void Engine::read_direct(Peer& peer, const FrameHeader& header) {
+    asio::async_read(peer.socket, asio::buffer(peer.in_direct), [this, p = &peer, header](const error_code& ec,
+                                                                                         std::size_t) {
+        if (ec == asio::error::operation_aborted || p->recv == nullptr) return;
+        if (ec) {
+            peer_gone(*p, true, fmt::format("connection failed in the middle of a frame: {}", ec.message()));
+            return;
+        }
+        Transfer& t = *p->recv;
+        const uint64_t address = get64(p->in_direct.data()), bytes = get64(p->in_direct.data() + 8);
+        if (bytes != t.bytes) {
+            fail(Errc::mismatch, fmt::format("{} on rank {} does not match rank {}: it offers {} bytes, this rank "
+                                             "expected {}",
+                                             describe(op_), rank_, p->rank, bytes, t.bytes));
+            return;
+        }
+        for (std::size_t off = 0; off < t.bytes;) {
+            const std::size_t length = std::min(kDirectChunk, t.bytes - off);
+            iovec local{t.data + off, length};
+            iovec remote{reinterpret_cast<void*>(address + off), length};
+            const ssize_t got = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
+            if (got <= 0) {
+                // A peer that gave up and exited has an abort frame in the
+                // stream behind this one: read on, and report it if it is there.
+                const int err = errno;
+                p->send_error = err == ESRCH ? std::string("exited or died while this rank copied its data")
+                                             : fmt::format("copying its buffer failed: {}", std::strerror(err));
+                p->recv = nullptr;
+                post_header_read(*p);
+                return;
+            }
+            if (t.on_chunk) t.on_chunk(off, std::size_t(got));
+            off += std::size_t(got);
+        }
+        p->recv_done = t.bytes;
+        FrameBytes ack{};
+        encode(FrameHeader{FrameKind::ack, op_, t.tag, 0}, ack);
+        p->acks.push_back(ack);
+        pump(*p);
+    });
+}
+
 void Engine::on_header(Peer& peer) {
     FrameHeader header;
     try {
@@ -181,9 +313,15 @@ void Engine::on_header(Peer& peer) {
         peer_gone(peer, true, fmt::format("{}; disconnected it", e.what()));
         return;
     }
+    if (!peer.send_error.empty() && header.kind != FrameKind::abort) {
+        peer_gone(peer, true, peer.send_error);
+        return;
+    }
     switch (header.kind) {
         case FrameKind::abort: read_abort(peer, header); return;
         case FrameKind::goodbye: peer_gone(peer, false, "closed its communicator"); return;
+        case FrameKind::ack: on_ack(peer, header); return;
+        case FrameKind::direct:
         case FrameKind::data:
             if (peer.recv == nullptr) {
                 peer.pending = header;  // for the operation that will want it
@@ -199,6 +337,17 @@ void Engine::read_payload(Peer& peer, const FrameHeader& header) {
     if (const std::string why = mismatch(op_, header.op); !why.empty()) {
         fail(Errc::mismatch, fmt::format("{} on rank {} does not match rank {}: {}", describe(op_), rank_,
                                          peer.rank, why));
+        return;
+    }
+    if (header.kind == FrameKind::direct) {
+        if (header.tag != t.tag || !peer.direct) {
+            fail(Errc::mismatch, fmt::format("{} on rank {} does not match rank {}: it offered step {} for a direct "
+                                             "copy, this rank expected step {}{}",
+                                             describe(op_), rank_, peer.rank, header.tag, t.tag,
+                                             peer.direct ? "" : " over TCP"));
+            return;
+        }
+        read_direct(peer, header);
         return;
     }
     const std::size_t expected = std::min(max_frame_, t.bytes - peer.recv_done);
@@ -314,7 +463,9 @@ void Engine::break_and_throw() {
         abort.length = static_cast<uint32_t>(text.size());
         for (auto& peer : peers_) {
             if (!peer) continue;
-            peer->recv = peer->send = nullptr;
+            peer->recv = nullptr;
+            if (!peer->awaiting_ack) peer->send = nullptr;
+            peer->acks.clear();
             error_code ignored;
             if (peer->gone || peer->mid_frame) {
                 peer->socket.close(ignored);
@@ -328,6 +479,24 @@ void Engine::break_and_throw() {
             // reset, and a reset can reach the peer before it read the abort.
             // The sockets close with the engine.
             peer->socket.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+        }
+        // A peer may be copying our buffer right now (a direct send not yet
+        // acknowledged); the caller frees that buffer once we throw. So wait,
+        // within the operation's deadline, until each such peer acknowledged,
+        // gave up (its abort) or went away.
+        auto copying = [&] {
+            for (auto& peer : peers_)
+                if (peer && peer->awaiting_ack && !peer->gone && peer->socket.is_open()) return true;
+            return false;
+        };
+        io_->restart();
+        while (copying() && Clock::now() < deadline_)
+            if (io_->run_one_until(deadline_) == 0 && io_->stopped()) io_->restart();
+        for (auto& peer : peers_) {
+            if (!peer) continue;
+            peer->send = nullptr;
+            peer->awaiting_ack = false;
+            error_code ignored;
             peer->socket.cancel(ignored);
         }
         io_->restart();

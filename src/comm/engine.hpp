@@ -89,7 +89,10 @@ public:
 
 private:
     void start_send(Peer& peer);
-    void write_frame(Peer& peer);
+    void pump(Peer& peer);
+    bool wrote(Peer& peer, const boost::system::error_code& ec);
+    void on_ack(Peer& peer, const FrameHeader& header);
+    void read_direct(Peer& peer, const FrameHeader& header);
     void start_recv(Peer& peer);
     void post_header_read(Peer& peer);
     void on_header(Peer& peer);
@@ -112,6 +115,7 @@ private:
     std::chrono::milliseconds timeout_{0};
     bool in_op_ = false;
     std::size_t outstanding_ = 0;
+    std::chrono::microseconds spin_{50};  // $COHORT_SPIN_US
 
     bool failed_ = false;
     Errc fail_code_ = Errc::ok;

@@ -323,6 +323,17 @@ def other_job(worker, size=3):
         job.close()
 
 
+def over_tcp(case):
+    """The case with direct copies off, so large messages go through TCP too."""
+    def run(worker):
+        os.environ["COHORT_DIRECT_COPY"] = "0"
+        try:
+            case(worker)
+        finally:
+            del os.environ["COHORT_DIRECT_COPY"]
+    return run
+
+
 CASES = {
     "correctness_2": lambda w: correctness(w, 2, 100003),
     "correctness_3": lambda w: correctness(w, 3, 100003),
@@ -337,6 +348,8 @@ CASES = {
     "skip_4_barrier": lambda w: skip(w, 4, "barrier"),
     "skip_2_sleep": lambda w: skip(w, 2, "sleep"),
     "job_3": lambda w: other_job(w, 3),
+    "correctness_tcp_3": over_tcp(lambda w: correctness(w, 3, 100003)),
+    "kill_tcp_4_rank2": over_tcp(lambda w: kill(w, 4, 2)),
 }
 
 

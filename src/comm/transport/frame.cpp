@@ -83,7 +83,7 @@ FrameHeader decode(const FrameBytes& bytes, std::size_t max_payload) {
         throw Error(Errc::peer_failed, fmt::format("sent a malformed frame (magic {:#010x}, expected {:#010x})", magic,
                                                    kFrameMagic));
     FrameHeader h;
-    if (p[4] < 1 || p[4] > 3) throw Error(Errc::peer_failed, fmt::format("sent a frame of unknown kind {}", p[4]));
+    if (p[4] < 1 || p[4] > 5) throw Error(Errc::peer_failed, fmt::format("sent a frame of unknown kind {}", p[4]));
     h.kind = static_cast<FrameKind>(p[4]);
     if (p[5] > 5) throw Error(Errc::peer_failed, fmt::format("sent a frame for unknown operation {}", p[5]));
     h.op.kind = static_cast<OpKind>(p[5]);
@@ -96,7 +96,14 @@ FrameHeader decode(const FrameBytes& bytes, std::size_t max_payload) {
     h.op.aux = get<uint64_t>(p + 32);
     h.tag = get<uint32_t>(p + 40);
     h.length = get<uint32_t>(p + 44);
-    const std::size_t limit = h.kind == FrameKind::data ? max_payload : kMaxAbortText;
+    std::size_t limit = 0;
+    switch (h.kind) {
+        case FrameKind::data: limit = max_payload; break;
+        case FrameKind::abort: limit = kMaxAbortText; break;
+        case FrameKind::direct: limit = kDirectPayload; break;
+        case FrameKind::goodbye:
+        case FrameKind::ack: break;
+    }
     if (h.length > limit)
         throw Error(Errc::peer_failed,
                     fmt::format("sent a frame of {} bytes, more than the {} allowed", h.length, limit));

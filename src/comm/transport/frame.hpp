@@ -18,7 +18,11 @@ inline constexpr uint32_t kFrameMagic = 0x46484F43;  // "COHF"
 inline constexpr std::size_t kFrameHeaderBytes = 48;
 inline constexpr std::size_t kMaxAbortText = 4096;
 
-enum class FrameKind : uint8_t { data = 1, abort = 2, goodbye = 3 };
+// direct: the payload is {u64 address, u64 bytes} of the sender's buffer,
+// which the receiver copies with process_vm_readv (same machine only) and
+// answers with an ack, after which the sender may reuse the buffer.
+enum class FrameKind : uint8_t { data = 1, abort = 2, goodbye = 3, direct = 4, ack = 5 };
+inline constexpr std::size_t kDirectPayload = 16;
 enum class OpKind : uint8_t { none = 0, allreduce = 1, broadcast = 2, barrier = 3, allgather = 4, reduce_scatter = 5 };
 
 const char* op_kind_name(OpKind kind) noexcept;

@@ -8,7 +8,10 @@
 #include <openssl/rand.h>
 
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <sys/uio.h>
+#include <unistd.h>
 
 namespace cohort::comm {
 namespace {
@@ -38,6 +41,10 @@ std::vector<unsigned char> encode_hello(const Hello& h) {
     put<uint32_t>(out, h.size);
     put<uint64_t>(out, h.generation);
     out.insert(out.end(), h.nonce.begin(), h.nonce.end());
+    put<uint32_t>(out, h.pid);
+    put<uint64_t>(out, h.boot);
+    put<uint64_t>(out, h.probe_address);
+    out.insert(out.end(), h.probe.begin(), h.probe.end());
     put<uint16_t>(out, static_cast<uint16_t>(h.job_id.size()));
     out.insert(out.end(), h.job_id.begin(), h.job_id.end());
     return out;
@@ -54,6 +61,11 @@ std::size_t decode_hello_fixed(const unsigned char* p, Hello& h) {
     h.size = get<uint32_t>(p);
     h.generation = get<uint64_t>(p);
     std::memcpy(h.nonce.data(), p, kNonceBytes);
+    p += kNonceBytes;
+    h.pid = get<uint32_t>(p);
+    h.boot = get<uint64_t>(p);
+    h.probe_address = get<uint64_t>(p);
+    std::memcpy(h.probe.data(), p, kNonceBytes);
     p += kNonceBytes;
     const auto job_length = get<uint16_t>(p);
     if (job_length > kMaxJobId)
@@ -114,6 +126,31 @@ std::array<unsigned char, kMacBytes> proof(const std::string& secret, const Hell
     HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), message.data(), message.size(), mac.data(),
          &length);
     return mac;
+}
+
+void describe_process(Hello& hello) {
+    static const std::array<unsigned char, kNonceBytes> probe = fresh_nonce();
+    static const uint64_t boot = [] {
+        std::ifstream in("/proc/sys/kernel/random/boot_id");
+        std::string id;
+        std::getline(in, id);
+        uint64_t h = 1469598103934665603ull;  // FNV-1a; 0 means unknown
+        for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
+        return id.empty() ? 0 : h;
+    }();
+    hello.pid = static_cast<uint32_t>(getpid());
+    hello.boot = boot;
+    hello.probe_address = reinterpret_cast<uintptr_t>(probe.data());
+    hello.probe = probe;
+}
+
+bool can_read(const Hello& self, const Hello& peer) {
+    if (self.boot == 0 || peer.boot != self.boot || peer.pid == 0) return false;
+    std::array<unsigned char, kNonceBytes> seen{};
+    iovec local{seen.data(), seen.size()};
+    iovec remote{reinterpret_cast<void*>(peer.probe_address), seen.size()};
+    if (process_vm_readv(static_cast<pid_t>(peer.pid), &local, 1, &remote, 1, 0) != ssize_t(seen.size())) return false;
+    return seen == peer.probe;
 }
 
 bool proofs_equal(const std::array<unsigned char, kMacBytes>& a, const std::array<unsigned char, kMacBytes>& b) {

@@ -28,10 +28,22 @@ struct Hello {
     uint32_t size = 0;
     uint64_t generation = 0;
     std::array<unsigned char, kNonceBytes> nonce{};
+    // For direct copies between processes of one machine: the process, its
+    // kernel's boot id, and where a per-process random value lives, which
+    // the peer reads with process_vm_readv to prove it may.
+    uint32_t pid = 0;
+    uint64_t boot = 0;
+    uint64_t probe_address = 0;
+    std::array<unsigned char, kNonceBytes> probe{};
     std::string job_id;
 };
 
-inline constexpr std::size_t kHelloFixedBytes = 4 + 2 + 2 + 4 + 4 + 8 + kNonceBytes + 2;  // then job id
+inline constexpr std::size_t kHelloFixedBytes = 4 + 2 + 2 + 4 + 4 + 8 + kNonceBytes + 4 + 8 + 8 + kNonceBytes + 2;
+
+// This process's pid, boot id hash and probe (the same for every call).
+void describe_process(Hello& hello);
+// True if this process can read `peer`'s probe and it holds what it said.
+bool can_read(const Hello& self, const Hello& peer);
 
 std::vector<unsigned char> encode_hello(const Hello& hello);
 // Parses the fixed part; returns the job id's length still to read.

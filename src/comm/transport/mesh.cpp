@@ -75,11 +75,22 @@ awaitable<Hello> read_hello(tcp::socket& s, const std::array<unsigned char, 4>& 
     co_return hello;
 }
 
+// Both sides say whether they can read the other's memory; direct copies
+// are used only when both can.
+awaitable<bool> agree_direct(tcp::socket& s, bool enabled, const Hello& self, const Hello& peer) {
+    std::array<unsigned char, 1> mine{static_cast<unsigned char>(enabled && can_read(self, peer) ? 1 : 0)}, theirs{};
+    co_await write_all(s, mine.data(), 1);
+    co_await read_exact(s, theirs.data(), 1);
+    co_return mine[0] == 1 && theirs[0] == 1;
+}
+
 struct MeshState {
     const MeshOptions& options;
     Hello self;
     std::vector<std::unique_ptr<tcp::socket>> sockets;  // by rank
     std::vector<std::string> endpoints;                  // by rank, for peers
+    std::vector<Hello> hellos;                           // by rank
+    std::vector<bool> direct;                            // by rank
     std::map<int, std::string> dial_errors;             // last error per lower rank
     std::vector<std::string> refused;                    // connections this rank turned away
     std::string fatal;                                   // a refusal that will not go away
@@ -127,7 +138,10 @@ awaitable<void> accept_one(MeshState& st, tcp::socket s) {
             std::copy(mine.begin(), mine.end(), reply.begin() + 4);
             co_await write_all(s, reply.data(), reply.size());
         }
+        const bool direct = co_await agree_direct(s, st.options.direct_copy, st.self, peer);
         if (st.sockets[peer.rank]) co_return;  // a duplicate raced us
+        st.direct[peer.rank] = direct;
+        st.hellos[peer.rank] = peer;
         st.endpoints[peer.rank] = from;
         st.sockets[peer.rank] = std::make_unique<tcp::socket>(std::move(s));
         --st.missing;
@@ -192,6 +206,8 @@ awaitable<void> dial(MeshState& st, int rank, tcp::endpoint ep) {
                     co_return;
                 }
             }
+            st.direct[rank] = co_await agree_direct(s, st.options.direct_copy, st.self, peer);
+            st.hellos[rank] = peer;
             st.endpoints[rank] = endpoint_text(ep);
             st.sockets[rank] = std::make_unique<tcp::socket>(std::move(s));
             --st.missing;
@@ -237,7 +253,10 @@ std::vector<std::unique_ptr<Peer>> connect_mesh(asio::io_context& io, tcp::accep
     tcp::acceptor local(setup);
     const auto protocol = acceptor.local_endpoint().protocol();
     local.assign(protocol, acceptor.release());
-    MeshState st{options, {}, {}, {}, {}, {}, {}, Errc::ok, options.size - 1};
+    MeshState st{options, {}, {}, {}, {}, {}, {}, {}, {}, Errc::ok, options.size - 1};
+    describe_process(st.self);
+    st.hellos.resize(options.size);
+    st.direct.resize(options.size, false);
     st.self.has_secret = !options.secret.empty();
     st.self.rank = static_cast<uint32_t>(options.rank);
     st.self.size = static_cast<uint32_t>(options.size);
@@ -280,6 +299,8 @@ std::vector<std::unique_ptr<Peer>> connect_mesh(asio::io_context& io, tcp::accep
         moved.assign(socket_protocol, st.sockets[r]->release());
         peers[r] = std::make_unique<Peer>(r, std::move(moved));
         peers[r]->endpoint = st.endpoints[r];
+        peers[r]->direct = st.direct[r];
+        peers[r]->pid = static_cast<pid_t>(st.hellos[r].pid);
     }
     return peers;
 }

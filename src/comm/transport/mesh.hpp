@@ -22,6 +22,7 @@ struct MeshOptions {
     uint64_t generation = 0;
     std::string secret;
     std::size_t socket_buffer = 0;
+    bool direct_copy = true;  // allow process_vm_readv between processes of one machine
     std::chrono::steady_clock::time_point deadline;
 };
 

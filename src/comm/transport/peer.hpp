@@ -7,9 +7,12 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include <array>
 #include <cstddef>
+#include <deque>
 #include <optional>
 #include <string>
+#include <sys/types.h>
 
 namespace cohort::comm {
 
@@ -37,7 +40,17 @@ struct Peer {
     Transfer* send = nullptr;
     std::size_t send_done = 0;
     std::size_t send_frames = 0;
-    bool mid_frame = false;  // an abort cannot be written into the middle of a frame
+    bool mid_frame = false;  // a write is in flight; an abort cannot go into the middle of a frame
+    bool awaiting_ack = false;  // a direct send waits for the peer to say it copied the buffer
+    std::array<unsigned char, kDirectPayload> out_direct{};
+    std::array<unsigned char, kDirectPayload> in_direct{};
+    // Acks to write once the write in flight is done; the receive they
+    // answer completes when its ack is written.
+    std::deque<FrameBytes> acks;
+
+    // Same machine, and each side proved it can read the other's memory.
+    bool direct = false;
+    pid_t pid = 0;
     std::string send_error;  // a failed send, reported once the reader saw why
 
     // Set once the peer said goodbye (left = true) or the connection broke.
