@@ -142,7 +142,7 @@ void Engine::start_send(Peer& peer) {
 // Starts the next write on the peer's socket, if none is in flight: acks
 // first (the peer waits on them), then the current send's next frame.
 void Engine::pump(Peer& peer) {
-    if (peer.mid_frame || peer.gone) return;
+    if (peer.mid_frame || peer.gone || failed_) return;
     if (!peer.acks.empty()) {
         peer.out_header = peer.acks.front();
         peer.acks.pop_front();
@@ -266,7 +266,7 @@ void Engine::on_ack(Peer& peer, const FrameHeader& header) {
 void Engine::read_direct(Peer& peer, const FrameHeader& header) {
     asio::async_read(peer.socket, asio::buffer(peer.in_direct), [this, p = &peer, header](const error_code& ec,
                                                                                          std::size_t) {
-        if (ec == asio::error::operation_aborted || p->recv == nullptr) return;
+        if (ec == asio::error::operation_aborted || p->recv == nullptr || failed_) return;
         if (ec) {
             peer_gone(*p, true, fmt::format("connection failed in the middle of a frame: {}", ec.message()));
             return;
@@ -333,6 +333,7 @@ void Engine::on_header(Peer& peer) {
 }
 
 void Engine::read_payload(Peer& peer, const FrameHeader& header) {
+    if (failed_) return;
     Transfer& t = *peer.recv;
     if (const std::string why = mismatch(op_, header.op); !why.empty()) {
         fail(Errc::mismatch, fmt::format("{} on rank {} does not match rank {}: {}", describe(op_), rank_,
@@ -386,11 +387,16 @@ void Engine::read_abort(Peer& peer, const FrameHeader& header) {
     asio::async_read(peer.socket, asio::buffer(peer.abort_text), [this, p = &peer, header](const error_code& ec,
                                                                                           std::size_t) {
         if (ec == asio::error::operation_aborted) return;
-        const auto code = static_cast<Errc>(header.op.aux);
+        // The code comes from the network: only a known one is passed on.
+        auto code = static_cast<Errc>(header.op.aux);
+        if (header.op.aux < 1 || header.op.aux > static_cast<uint64_t>(Errc::permission_denied))
+            code = Errc::peer_failed;
         const std::string text = ec ? std::string("(its message was cut off)") : p->abort_text;
         p->gone = true;
         p->gone_reason = "aborted the communicator: " + text;
-        if (!failed_) fail(code == Errc::ok ? Errc::peer_failed : code, fmt::format("rank {} gave up: {}", p->rank, text));
+        if (!failed_)
+            fail(code, fmt::format("{} on rank {}: rank {} gave up: {}", in_op_ ? describe(op_) : "the communicator",
+                                   rank_, p->rank, text));
     });
 }
 
@@ -454,6 +460,11 @@ std::string Engine::waiting_on() const {
 void Engine::break_and_throw() {
     in_op_ = false;
     if (!broken_) {
+        // Writes that finished but whose handlers have not run yet still
+        // count as in flight; run them (nothing new starts once failed) so
+        // those peers get the abort frame instead of a bare close.
+        io_->restart();
+        io_->poll();
         mark_broken(fail_code_, fail_message_);
         // Tell every peer we can reach why we stop, so none waits for us until
         // its own timeout; a connection with half a frame in it is only closed.
