@@ -88,11 +88,12 @@ void Engine::run(std::span<Transfer> transfers) {
     // before sleeping in epoll saves the wake-up (MPI busy-polls the same
     // way). Yielding lets other ranks on a crowded machine run meanwhile.
     const auto spin_until = Clock::now() + spin_;
+    unsigned polls = 0;
     while (outstanding_ > 0 && !failed_) {
         if (io_->poll_one() > 0) continue;
         if (io_->stopped()) io_->restart();
         if (Clock::now() < spin_until) {
-            sched_yield();
+            if (++polls % 16 == 0) sched_yield();
             continue;
         }
         if (io_->run_one_until(deadline_) == 0) {
