@@ -1,0 +1,163 @@
+// CoordinatorState's rendezvous commands: join, heartbeat, leave, request a
+// round, a member's world; and settle(), which opens and closes rounds as
+// the rules say after every change.
+#include "coordinator/state/descriptor.hpp"
+#include "coordinator/state/state.hpp"
+
+#include <fmt/format.h>
+
+namespace cohort::coord {
+
+namespace {
+
+const Member& member_of(const Job& job, std::string_view id) {
+    if (const Member* m = job.find_member(id)) return *m;
+    throw Error(Errc::not_found, fmt::format("job '{}' has no member '{}' (join first)", job.name(), id));
+}
+
+// A member that is no longer part of the job: it must join again.
+[[noreturn]] void gone(const Job& job, const Member& m) {
+    const std::string& id = m.node.id;
+    switch (m.state) {
+        case MemberState::timed_out:
+            throw Error(Errc::timeout, fmt::format("job '{}': node '{}' was not admitted within join_timeout ({} s); "
+                                                   "join again",
+                                                   job.name(), id, job.settings().join_timeout));
+        case MemberState::failed:
+            throw Error(Errc::mismatch, fmt::format("job '{}': node '{}' was declared failed ({}); join again",
+                                                    job.name(), id, m.reason));
+        case MemberState::left:
+            throw Error(Errc::mismatch, fmt::format("job '{}': node '{}' left the job; join again", job.name(), id));
+        case MemberState::stale:
+            throw Error(Errc::mismatch,
+                        fmt::format("job '{}': node '{}' was in generation {}, but generation {} formed "
+                                    "without it; join again",
+                                    job.name(), id, m.generation, job.generation()));
+        case MemberState::waiting:
+        case MemberState::active:
+            break;
+    }
+    throw Error(Errc::internal, fmt::format("job '{}': node '{}' is {}", job.name(), id, to_string(m.state)));
+}
+
+JoinReply reply_for(const Job& job, const Member& m) {
+    JoinReply reply{m.state, job.generation(), std::nullopt};
+    if (m.state == MemberState::active) reply.rank = m.rank;
+    return reply;
+}
+
+}  // namespace
+
+void CoordinatorState::settle(Job& j, double now) {
+    if (j.settings().rejoin == RejoinPolicy::automatic && j.can_grow()) {
+        emit(event::RoundOpened{j.name(), now,
+                                fmt::format("{} node(s) waiting to join the world of {}", j.count(MemberState::waiting),
+                                            j.count(MemberState::active))});
+    }
+    if (auto ranks = j.closing_round(now)) {
+        emit(event::RoundClosed{j.name(), now, j.generation() + 1, std::move(*ranks)});
+    }
+}
+
+JoinReply CoordinatorState::join(std::string_view job_name, Node node, double now) {
+    const double t = time_of(now);
+    Job& j = job_for(job_name);
+    validate_descriptor(node, fmt::format("join job '{}'", job_name));
+    const Member* existing = j.find_member(node.id);
+    if (existing != nullptr && existing->state == MemberState::waiting && same_descriptor(existing->node, node)) {
+        settle(j, t);
+        return reply_for(j, *existing);
+    }
+    // A node that was in the current world keeps its place; any other counts
+    // against the waiting room.
+    const bool known =
+        existing != nullptr && (existing->state == MemberState::waiting || existing->state == MemberState::active ||
+                                (j.generation() > 0 && existing->generation == j.generation()));
+    if (!known) {
+        const uint32_t newcomers = j.newcomers_waiting();
+        if (newcomers >= j.settings().largest_world()) {
+            throw Error(
+                Errc::unavailable,
+                fmt::format("job '{}' is full: {} nodes already wait for a place (at most {}, the largest world); "
+                            "try again later",
+                            job_name, newcomers, j.settings().largest_world()));
+        }
+    }
+    const bool restarted = existing != nullptr && existing->state == MemberState::active && !j.round_open();
+    const std::string id = node.id;
+    emit(event::MemberJoined{j.name(), t, std::move(node)});
+    if (restarted) {
+        emit(event::RoundOpened{j.name(), t,
+                                fmt::format("node '{}' joined again while in generation {}", id, j.generation())});
+    }
+    settle(j, t);
+    return reply_for(j, *j.find_member(id));
+}
+
+HeartbeatReply CoordinatorState::heartbeat(std::string_view job_name, std::string_view member, uint64_t generation,
+                                           std::optional<HeartbeatMetrics> metrics, double now) {
+    const double t = time_of(now);
+    Job& j = job_for(job_name);
+    const Member& m = member_of(j, member);
+    if (!is_live(m.state) || m.state == MemberState::stale) gone(j, m);
+    if (m.state == MemberState::active && generation != m.generation) {
+        throw Error(Errc::mismatch,
+                    fmt::format("job '{}': heartbeat from node '{}' carries generation {}, but the node "
+                                "is in generation {}",
+                                j.name(), member, generation, m.generation));
+    }
+    if (m.state == MemberState::waiting && generation != 0 && generation != m.generation) {
+        throw Error(
+            Errc::mismatch,
+            fmt::format("job '{}': heartbeat from node '{}' carries generation {}, but the node waits for a "
+                        "round{}; send 0",
+                        j.name(), member, generation,
+                        m.generation > 0 ? fmt::format(" (its last world was generation {})", m.generation) : ""));
+    }
+    emit(event::Heartbeat{j.name(), t, std::string(member), std::move(metrics)});
+    return HeartbeatReply{j.generation(), m.state, m.state == MemberState::active && j.round_open()};
+}
+
+void CoordinatorState::leave(std::string_view job_name, std::string_view member, double now) {
+    const double t = time_of(now);
+    Job& j = job_for(job_name);
+    const Member& m = member_of(j, member);
+    if (!is_live(m.state)) return;
+    const bool was_active = m.state == MemberState::active;
+    emit(event::MemberRemoved{j.name(), t, std::string(member), MemberState::left, "left the job"});
+    if (was_active && !j.round_open()) {
+        emit(event::RoundOpened{j.name(), t, fmt::format("node '{}' left", member)});
+    }
+    settle(j, t);
+}
+
+void CoordinatorState::request_round(std::string_view job_name, std::string_view member, double now) {
+    const double t = time_of(now);
+    Job& j = job_for(job_name);
+    const Member& m = member_of(j, member);
+    if (m.state == MemberState::waiting) {
+        throw Error(Errc::unavailable,
+                    fmt::format("job '{}': node '{}' waits for a round already; only a member of the "
+                                "running world can ask for one",
+                                j.name(), member));
+    }
+    if (m.state != MemberState::active) gone(j, m);
+    if (!j.round_open()) emit(event::RoundOpened{j.name(), t, fmt::format("requested by node '{}'", member)});
+    settle(j, t);
+}
+
+std::optional<WorldView> CoordinatorState::world(std::string_view job_name, std::string_view member) const {
+    const Job& j = job(job_name);
+    const Member& m = member_of(j, member);
+    if (m.state == MemberState::waiting) return std::nullopt;
+    if (m.state != MemberState::active) gone(j, m);
+    const World& w = j.world();
+    const WorldSlot& mine = w.slots[m.rank];
+    WorldView view{w.generation, m.rank, w.size(), mine.local_rank, mine.local_world_size, mine.node_rank, {}};
+    view.peers.reserve(w.size());
+    for (uint32_t r = 0; r < w.size(); ++r)
+        view.peers.push_back(Peer{r, w.slots[r].id, w.slots[r].host, w.slots[r].address});
+    return view;
+}
+
+}  // namespace cohort::coord

@@ -1,0 +1,80 @@
+// CoordinatorState's dataset commands: register a plan, lease the next
+// shard, report one done.
+#include "coordinator/state/state.hpp"
+
+#include <fmt/format.h>
+
+namespace cohort::coord {
+
+namespace {
+
+const ShardQueue& queue_of(const Job& job) {
+    if (const ShardQueue* shards = job.shards()) return *shards;
+    throw Error(Errc::not_found, fmt::format("job '{}' has no dataset plan (register one first)", job.name()));
+}
+
+}  // namespace
+
+void CoordinatorState::register_dataset(std::string_view job_name, DatasetPlan plan, double now) {
+    const double t = time_of(now);
+    Job& j = job_for(job_name);
+    validate(plan);
+    if (const ShardQueue* existing = j.shards()) {
+        if (existing->plan() == plan) return;
+        throw Error(Errc::mismatch, fmt::format("job '{}' already has a dataset plan ({} shards, {} epochs); a job's "
+                                                "plan cannot change",
+                                                job_name, existing->plan().shards.size(), existing->plan().epochs));
+    }
+    emit(event::DatasetRegistered{j.name(), t, std::move(plan)});
+}
+
+NextShard CoordinatorState::next_shard(std::string_view job_name, std::string_view member, double now) {
+    const double t = time_of(now);
+    Job& j = job_for(job_name);
+    const ShardQueue& queue = queue_of(j);
+    const Member* m = j.find_member(member);
+    if (m == nullptr)
+        throw Error(Errc::not_found, fmt::format("job '{}' has no member '{}' (join first)", job_name, member));
+    if (m->state != MemberState::active) {
+        throw Error(m->state == MemberState::waiting ? Errc::unavailable : Errc::mismatch,
+                    fmt::format("job '{}': node '{}' is {}; shards go to members of the running world", job_name,
+                                member, to_string(m->state)));
+    }
+    if (queue.finished()) return NextShard{std::nullopt, true};
+    const auto pick = queue.pick(m->node.host_name());
+    if (!pick) return NextShard{};
+    Lease lease{queue.next_lease_id(),          std::string(member), pick->epoch, pick->shard, t,
+                t + queue.plan().lease_duration};
+    const ShardSpec& spec = queue.plan().shards[pick->shard];
+    ShardGrant grant{lease.id, spec.id, pick->shard, pick->epoch, spec.bytes, lease.expiry};
+    emit(event::LeaseGranted{j.name(), t, std::move(lease)});
+    return NextShard{std::move(grant), false};
+}
+
+DoneOutcome CoordinatorState::shard_done(std::string_view job_name, std::string_view member, uint64_t lease,
+                                         double now) {
+    const double t = time_of(now);
+    Job& j = job_for(job_name);
+    const ShardQueue& queue = queue_of(j);
+    if (j.find_member(member) == nullptr) {
+        throw Error(Errc::not_found, fmt::format("job '{}' has no member '{}' (join first)", job_name, member));
+    }
+    if (lease == 0 || lease >= queue.next_lease_id()) {
+        throw Error(Errc::not_found, fmt::format("job '{}' never granted lease {}", job_name, lease));
+    }
+    const Lease* held = nullptr;
+    if (const auto it = queue.leases().find(lease); it != queue.leases().end()) held = &it->second;
+    if (held == nullptr) held = queue.find_revoked(lease);
+    if (held != nullptr && held->member != member) {
+        throw Error(
+            Errc::invalid_argument,
+            fmt::format("job '{}': lease {} (shard '{}', epoch {}) was granted to '{}', "
+                        "not '{}'",
+                        job_name, lease, queue.plan().shards[held->shard].id, held->epoch, held->member, member));
+    }
+    const DoneOutcome outcome = queue.outcome_of(lease);
+    emit(event::LeaseCompleted{j.name(), t, std::string(member), lease});
+    return outcome;
+}
+
+}  // namespace cohort::coord

@@ -1,0 +1,160 @@
+// ShardQueue to and from JSON. An epoch's per-shard state is one string
+// ('t' todo, 'l' leased, 'd' done), so a snapshot stays one byte per shard;
+// complete epochs keep nothing but the fact.
+#include "coordinator/state/json_fields.hpp"
+#include "coordinator/state/shard_queue.hpp"
+
+#include <fmt/format.h>
+#include <boost/json/array.hpp>
+
+namespace cohort::coord {
+
+namespace json = boost::json;
+
+namespace {
+
+json::object lease_to_json(const Lease& lease) {
+    json::object o;
+    o["id"] = lease.id;
+    o["member"] = lease.member;
+    o["epoch"] = lease.epoch;
+    o["shard"] = lease.shard;
+    o["granted_at"] = lease.granted_at;
+    o["expiry"] = lease.expiry;
+    return o;
+}
+
+Lease lease_from_json(const json::value& value, const std::string& where, Errc code, const DatasetPlan& plan) {
+    FieldReader reader(value, where, code);
+    reader.allow({"id", "member", "epoch", "shard", "granted_at", "expiry"});
+    Lease lease;
+    lease.id = reader.uint("id");
+    lease.member = reader.string("member");
+    const uint64_t epoch = reader.uint("epoch");
+    if (epoch >= plan.epochs) reader.fail("epoch", fmt::format("{} is past the plan's {} epochs", epoch, plan.epochs));
+    lease.epoch = static_cast<uint32_t>(epoch);
+    lease.shard = reader.uint("shard");
+    if (lease.shard >= plan.shards.size()) {
+        reader.fail("shard", fmt::format("{} is past the plan's {} shards", lease.shard, plan.shards.size()));
+    }
+    lease.granted_at = reader.number("granted_at");
+    lease.expiry = reader.number("expiry");
+    return lease;
+}
+
+}  // namespace
+
+json::object ShardQueue::to_json() const {
+    json::array epochs;
+    for (const Epoch& e : epochs_) {
+        json::object o;
+        if (e.complete) {
+            o["complete"] = true;
+        } else {
+            std::string status(e.status.size(), 't');
+            for (std::size_t i = 0; i < e.status.size(); ++i) {
+                status[i] = e.status[i] == Status::leased ? 'l' : e.status[i] == Status::done ? 'd' : 't';
+            }
+            o["status"] = std::move(status);
+            o["cursor"] = e.cursor;
+            json::array returned;
+            for (uint64_t shard : e.returned) returned.push_back(shard);
+            o["returned"] = std::move(returned);
+        }
+        epochs.push_back(std::move(o));
+    }
+    json::array leases;
+    for (const auto& [id, lease] : leases_) leases.push_back(lease_to_json(lease));
+    json::array revoked;
+    for (const auto& [id, lease] : revoked_) revoked.push_back(lease_to_json(lease));
+    json::object counters;
+    counters["granted"] = counters_.granted;
+    counters["requeued"] = counters_.requeued;
+    counters["late"] = counters_.late;
+    counters["duplicate"] = counters_.duplicate;
+
+    json::object out;
+    out["plan"] = coord::to_json(plan_);
+    out["next_lease"] = next_lease_;
+    out["epochs"] = std::move(epochs);
+    out["leases"] = std::move(leases);
+    out["revoked"] = std::move(revoked);
+    out["counters"] = std::move(counters);
+    return out;
+}
+
+ShardQueue ShardQueue::from_json(const json::value& value, std::string_view where, Errc code) {
+    FieldReader reader(value, std::string(where), code);
+    reader.allow({"plan", "next_lease", "epochs", "leases", "revoked", "counters"});
+    ShardQueue queue(plan_from_json(reader.value("plan"), code));
+    const uint64_t n = queue.plan_.shards.size();
+    queue.next_lease_ = reader.uint("next_lease");
+
+    const json::array& epochs = reader.array("epochs");
+    if (epochs.size() > queue.plan_.epochs) reader.fail("epochs", "lists more epochs than the plan has");
+    for (std::size_t i = 0; i < epochs.size(); ++i) {
+        FieldReader item(epochs[i], fmt::format("{}: epochs[{}]", where, i), code);
+        item.allow({"complete", "status", "cursor", "returned"});
+        Epoch e;
+        if (item.boolean_or("complete", false)) {
+            e.complete = true;
+            queue.epochs_.push_back(std::move(e));
+            continue;
+        }
+        const std::string status = item.string("status");
+        if (status.size() != n) item.fail("status", fmt::format("has {} entries for {} shards", status.size(), n));
+        e.status.resize(n);
+        for (std::size_t s = 0; s < n; ++s) {
+            switch (status[s]) {
+                case 't':
+                    e.status[s] = Status::todo;
+                    break;
+                case 'l':
+                    e.status[s] = Status::leased;
+                    ++e.leased;
+                    break;
+                case 'd':
+                    e.status[s] = Status::done;
+                    ++e.done;
+                    break;
+                default:
+                    item.fail("status", fmt::format("unknown shard state '{}' at {}", status[s], s));
+            }
+        }
+        e.order = queue.make_order(static_cast<uint32_t>(i));
+        e.cursor = item.uint("cursor");
+        if (e.cursor > n) item.fail("cursor", "is past the last shard");
+        for (const auto& shard : item.array("returned")) {
+            const uint64_t index = json_uint(shard, fmt::format("{}: epochs[{}]: returned", where, i), code);
+            if (index >= n) item.fail("returned", fmt::format("shard {} is past the last shard", index));
+            e.returned.push_back(index);
+        }
+        queue.epochs_.push_back(std::move(e));
+    }
+    while (queue.first_open_ < queue.epochs_.size() && queue.epochs_[queue.first_open_].complete) ++queue.first_open_;
+
+    const auto read_leases = [&](std::string_view key, std::map<uint64_t, Lease>& into) {
+        const json::array& items = reader.array(key);
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            Lease lease = lease_from_json(items[i], fmt::format("{}: {}[{}]", where, key, i), code, queue.plan_);
+            if (lease.id >= queue.next_lease_) reader.fail(key, fmt::format("lease {} is past next_lease", lease.id));
+            if (lease.epoch >= queue.epochs_.size()) {
+                reader.fail(key, fmt::format("lease {} is in epoch {}, which has not started", lease.id, lease.epoch));
+            }
+            const uint64_t id = lease.id;
+            if (!into.emplace(id, std::move(lease)).second) reader.fail(key, fmt::format("lease {} appears twice", id));
+        }
+    };
+    read_leases("leases", queue.leases_);
+    read_leases("revoked", queue.revoked_);
+
+    FieldReader counters(reader.value("counters"), fmt::format("{}: counters", where), code);
+    counters.allow({"granted", "requeued", "late", "duplicate"});
+    queue.counters_.granted = counters.uint("granted");
+    queue.counters_.requeued = counters.uint("requeued");
+    queue.counters_.late = counters.uint("late");
+    queue.counters_.duplicate = counters.uint("duplicate");
+    return queue;
+}
+
+}  // namespace cohort::coord

@@ -1,0 +1,228 @@
+// CoordinatorState: jobs, the event loop (emit, apply), time-driven changes
+// (tick, resume) and snapshots.
+#include "coordinator/state/state.hpp"
+
+#include "coordinator/state/descriptor.hpp"
+#include "coordinator/state/json_fields.hpp"
+#include "core/json_text.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <boost/json/array.hpp>
+
+namespace cohort::coord {
+
+namespace json = boost::json;
+
+namespace {
+
+constexpr std::string_view kSnapshotFormat = "cohort-coordinator-state";
+constexpr uint64_t kSnapshotVersion = 1;
+
+template <class... Fs>
+struct Overloaded : Fs... {
+    using Fs::operator()...;
+};
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
+
+}  // namespace
+
+double CoordinatorState::time_of(double now) const {
+    if (!std::isfinite(now))
+        throw Error(Errc::invalid_argument, fmt::format("coordinator: time {} is not finite", now));
+    return std::max(now, clock_);
+}
+
+const Job* CoordinatorState::find_job(std::string_view name) const {
+    const auto it = jobs_.find(name);
+    return it == jobs_.end() ? nullptr : &it->second;
+}
+
+const Job& CoordinatorState::job(std::string_view name) const {
+    if (const Job* j = find_job(name)) return *j;
+    throw Error(Errc::not_found, fmt::format("no job '{}' (create it first)", name));
+}
+
+Job& CoordinatorState::job_for(std::string_view name) {
+    return const_cast<Job&>(job(name));
+}
+
+void CoordinatorState::emit(Event event) {
+    apply(event);
+    pending_.push_back(std::move(event));
+}
+
+std::vector<Event> CoordinatorState::take_events() {
+    std::vector<Event> out;
+    out.swap(pending_);
+    return out;
+}
+
+void CoordinatorState::create_job(std::string_view name, const JobSettings& settings, double now) {
+    validate_name("job name", name);
+    validate(settings);
+    if (const Job* existing = find_job(name)) {
+        if (existing->settings() == settings) return;
+        throw Error(Errc::mismatch,
+                    fmt::format("job '{}' exists with other settings ({}); delete it first or use its settings", name,
+                                detail::to_text(to_json(existing->settings()))));
+    }
+    emit(event::JobCreated{std::string(name), time_of(now), settings});
+}
+
+void CoordinatorState::delete_job(std::string_view name, double now) {
+    job(name);
+    emit(event::JobDeleted{std::string(name), time_of(now)});
+}
+
+void CoordinatorState::apply(const Event& event) {
+    clock_ = std::max(clock_, event_time(event));
+    std::visit(
+        Overloaded{
+            [&](const event::JobCreated& e) {
+                if (jobs_.contains(e.job)) {
+                    throw Error(Errc::invalid_argument, fmt::format("event job_created: job '{}' exists", e.job));
+                }
+                jobs_.emplace(e.job, Job(e.job, e.settings, e.time));
+            },
+            [&](const event::JobDeleted& e) {
+                if (jobs_.erase(e.job) == 0) {
+                    throw Error(Errc::invalid_argument, fmt::format("event job_deleted: no job '{}'", e.job));
+                }
+            },
+            [&](const event::Resumed& e) {
+                for (auto& [name, j] : jobs_) j.apply(e);
+            },
+            [&](const auto& e) {
+                const auto it = jobs_.find(e.job);
+                if (it == jobs_.end()) {
+                    throw Error(Errc::invalid_argument, fmt::format("event {}: no job '{}'", event_type(event), e.job));
+                }
+                it->second.apply(e);
+            }},
+        event);
+}
+
+void CoordinatorState::tick(double now) {
+    const double t = time_of(now);
+    for (auto& [name, j] : jobs_) {
+        const JobSettings& s = j.settings();
+        // Failures first: a silent member must not be admitted to a round.
+        std::vector<std::pair<std::string, double>> silent;  // id, last heartbeat
+        std::vector<std::string> failed_active;
+        for (const auto& [id, m] : j.members()) {
+            if (!is_live(m.state) || t - m.last_heartbeat < s.failure_timeout) continue;
+            silent.emplace_back(id, m.last_heartbeat);
+            if (m.state == MemberState::active) failed_active.push_back(id);
+        }
+        for (const auto& [id, last] : silent) {
+            emit(event::MemberRemoved{
+                name, t, id, MemberState::failed,
+                fmt::format("no heartbeat for {} s (failure_timeout {} s)", t - last, s.failure_timeout)});
+        }
+        if (!failed_active.empty() && !j.round_open()) {
+            emit(event::RoundOpened{
+                name, t,
+                failed_active.size() == 1
+                    ? fmt::format("node '{}' failed", failed_active.front())
+                    : fmt::format("{} nodes failed, '{}' and others", failed_active.size(), failed_active.front())});
+        }
+        settle(j, t);
+        std::vector<std::string> expired;
+        for (const auto& [id, m] : j.members()) {
+            if (m.state == MemberState::waiting && t - m.joined_at >= s.join_timeout) expired.push_back(id);
+        }
+        for (const auto& id : expired) {
+            emit(event::MemberRemoved{name, t, id, MemberState::timed_out,
+                                      fmt::format("not admitted within join_timeout ({} s)", s.join_timeout)});
+        }
+        if (const ShardQueue* shards = j.shards()) {
+            std::vector<uint64_t> due;
+            for (const auto& [id, lease] : shards->leases()) {
+                if (lease.expiry <= t) due.push_back(id);
+            }
+            for (uint64_t id : due) emit(event::LeaseExpired{name, t, id});
+        }
+    }
+}
+
+void CoordinatorState::resume(double now) {
+    emit(event::Resumed{time_of(now)});
+}
+
+std::optional<double> CoordinatorState::next_deadline() const {
+    std::optional<double> next;
+    const auto consider = [&](double at) { next = next ? std::min(*next, at) : at; };
+    for (const auto& [name, j] : jobs_) {
+        if (const auto at = j.closes_at()) consider(*at);
+        for (const auto& [id, m] : j.members()) {
+            if (is_live(m.state)) consider(m.last_heartbeat + j.settings().failure_timeout);
+            if (m.state == MemberState::waiting) consider(m.joined_at + j.settings().join_timeout);
+        }
+        if (const ShardQueue* shards = j.shards()) {
+            for (const auto& [id, lease] : shards->leases()) consider(lease.expiry);
+        }
+    }
+    return next;
+}
+
+json::value CoordinatorState::snapshot() const {
+    json::array jobs;
+    for (const auto& [name, j] : jobs_) jobs.push_back(j.snapshot());
+    json::object out;
+    out["format"] = kSnapshotFormat;
+    out["version"] = kSnapshotVersion;
+    out["clock"] = clock_;
+    out["jobs"] = std::move(jobs);
+    return out;
+}
+
+CoordinatorState CoordinatorState::from_snapshot(const json::value& value) {
+    FieldReader reader(value, "coordinator snapshot", Errc::parse);
+    reader.allow({"format", "version", "clock", "jobs"});
+    if (reader.string("format") != kSnapshotFormat) {
+        reader.fail("format", fmt::format("is '{}', expected '{}'", reader.string("format"), kSnapshotFormat));
+    }
+    if (reader.uint("version") != kSnapshotVersion) {
+        reader.fail("version", fmt::format("{} is not supported (this build reads version {})", reader.uint("version"),
+                                           kSnapshotVersion));
+    }
+    CoordinatorState state;
+    state.clock_ = reader.number("clock");
+    const json::array& jobs = reader.array("jobs");
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        Job j = Job::from_snapshot(jobs[i], fmt::format("coordinator snapshot: jobs[{}]", i));
+        std::string name = j.name();
+        if (!state.jobs_.emplace(name, std::move(j)).second) {
+            reader.fail("jobs", fmt::format("job '{}' appears twice", name));
+        }
+    }
+    return state;
+}
+
+std::vector<JobMetrics> CoordinatorState::metrics() const {
+    std::vector<JobMetrics> out;
+    for (const auto& [name, j] : jobs_) {
+        JobMetrics m;
+        m.job = name;
+        for (const auto& [id, member] : j.members()) ++m.members[static_cast<std::size_t>(member.state)];
+        m.generation = j.generation();
+        m.store_ops = j.store_ops;
+        m.store_keys = j.store().size();
+        if (const ShardQueue* shards = j.shards()) {
+            for (const EpochProgress& p : shards->progress()) {
+                m.shards_todo += p.todo;
+                m.shards_leased += p.leased;
+                m.shards_done += p.done;
+            }
+            m.leases = shards->counters();
+        }
+        out.push_back(std::move(m));
+    }
+    return out;
+}
+
+}  // namespace cohort::coord

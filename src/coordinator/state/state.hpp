@@ -1,0 +1,142 @@
+// The coordinator's state machine: every job, pure and deterministic. No
+// I/O, no threads, no clock: every call takes `now`, seconds on a clock that
+// survives restarts (the server passes Unix time). Time never runs
+// backwards inside the state: an earlier `now` counts as the latest seen.
+//
+// Event sourcing: commands (join, heartbeat, store_set, next_shard, ...)
+// validate, throw cohort::Error before changing anything, then produce
+// events and apply() them; apply() is the only mutator. take_events() hands
+// the server what to journal. Replaying a journal onto from_snapshot() of
+// the snapshot taken before it (or onto an empty state) gives the same
+// state, snapshot for snapshot.
+//
+// Errors map onto HTTP: not_found (unknown job, member or lease) 404,
+// invalid_argument 400, mismatch (wrong generation, not a member any more,
+// job exists with other settings) 409, unavailable (job full, member not in
+// a world yet) 503, timeout (join_timeout passed) 408.
+#pragma once
+
+#include "coordinator/state/dataset_plan.hpp"
+#include "coordinator/state/events.hpp"
+#include "coordinator/state/job.hpp"
+#include "coordinator/state/replies.hpp"
+#include "coordinator/state/settings.hpp"
+
+#include <cohort/node.hpp>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/value.hpp>
+
+namespace cohort::coord {
+
+// What GET /metrics reports for a job.
+struct JobMetrics {
+    std::string job;
+    std::array<uint64_t, kMemberStateCount> members{};  // by MemberState
+    uint64_t generation = 0;                            // rounds closed so far
+    std::array<uint64_t, kStoreOpCount> store_ops{};    // by StoreOp, since this process started
+    uint64_t store_keys = 0;
+    uint64_t shards_todo = 0, shards_leased = 0, shards_done = 0;  // summed over epochs
+    ShardCounters leases;
+};
+
+class CoordinatorState {
+public:
+    // ---- jobs
+    // The same settings again: nothing happens; other settings: Error(mismatch).
+    void create_job(std::string_view name, const JobSettings& settings, double now);
+    void delete_job(std::string_view name, double now);
+    const Job& job(std::string_view name) const;  // Error(not_found)
+    const Job* find_job(std::string_view name) const;
+    const std::map<std::string, Job, std::less<>>& jobs() const { return jobs_; }
+
+    // ---- rendezvous (rendezvous.cpp)
+    // A node joins, or joins again: it waits for the next round. Joining
+    // again while waiting with the same descriptor changes nothing (a retry);
+    // while in a running world it opens a new round (a restarted process).
+    // Error(unavailable) when largest_world() newcomers already wait.
+    JoinReply join(std::string_view job, Node node, double now);
+    // `generation`: the member's world, or 0 while it has none. An active
+    // member must send its world's generation, a waiting one 0 or its last
+    // world's; anything else is Error(mismatch). A failed, departed or stale
+    // member gets Error(mismatch) too, a timed-out one Error(timeout): each
+    // must join again.
+    HeartbeatReply heartbeat(std::string_view job, std::string_view member, uint64_t generation,
+                             std::optional<HeartbeatMetrics> metrics, double now);
+    // A member of the running world that leaves opens a new round at once.
+    // Leaving twice is not an error.
+    void leave(std::string_view job, std::string_view member, double now);
+    // Opens a new round (rejoin policy on_request, or any time a member
+    // wants the waiting nodes in).
+    void request_round(std::string_view job, std::string_view member, double now);
+    // Empty while the member waits for a round.
+    std::optional<WorldView> world(std::string_view job, std::string_view member) const;
+    // Failures (silent for failure_timeout), rounds due to close, join
+    // timeouts, expired leases.
+    void tick(double now);
+    // Call once after loading saved state: the outage is nobody's silence.
+    void resume(double now);
+    // The earliest time tick() would change something; empty if nothing waits.
+    std::optional<double> next_deadline() const;
+
+    // ---- key-value store of a job's generation (store.cpp); cohort::Store
+    // semantics. `generation` must be the job's current one, else
+    // Error(mismatch).
+    void store_set(std::string_view job, uint64_t generation, std::string_view key, std::string_view value, double now);
+    std::optional<std::string> store_get(std::string_view job, uint64_t generation, std::string_view key) const;
+    int64_t store_add(std::string_view job, uint64_t generation, std::string_view key, int64_t delta, double now);
+    // The value after the call (empty: the key is absent), so the caller
+    // knows whether it won.
+    std::optional<std::string> store_compare_and_set(std::string_view job, uint64_t generation, std::string_view key,
+                                                     const std::optional<std::string>& expected,
+                                                     std::string_view desired, double now);
+    bool store_remove(std::string_view job, uint64_t generation, std::string_view key, double now);
+    // For get and wait: the keys not set yet. Parked requests look again
+    // when store_version() changes (or the generation does).
+    std::vector<std::string> store_missing(std::string_view job, uint64_t generation,
+                                           std::span<const std::string> keys) const;
+    uint64_t store_version(std::string_view job, uint64_t generation) const;
+
+    // ---- dataset shards (shards.cpp)
+    // The same plan again: nothing happens; another plan: Error(mismatch).
+    void register_dataset(std::string_view job, DatasetPlan plan, double now);
+    // For a member of the running world; shards on its host first.
+    NextShard next_shard(std::string_view job, std::string_view member, double now);
+    DoneOutcome shard_done(std::string_view job, std::string_view member, uint64_t lease, double now);
+
+    // ---- events
+    // Error(invalid_argument) for an event that does not fit the state.
+    void apply(const Event& event);
+    // The events applied by commands since the last call, oldest first.
+    std::vector<Event> take_events();
+    double clock() const { return clock_; }
+
+    // ---- JSON
+    boost::json::value snapshot() const;
+    // Error(parse) naming the field for anything malformed.
+    static CoordinatorState from_snapshot(const boost::json::value& value);
+    std::vector<JobMetrics> metrics() const;
+
+private:
+    double time_of(double now) const;
+    Job& job_for(std::string_view name);
+    void emit(Event event);
+    void settle(Job& job, double now);
+    const Job& store_job(std::string_view name, uint64_t generation) const;
+    std::string store_address(const Job& job) const;
+
+    std::map<std::string, Job, std::less<>> jobs_;
+    std::vector<Event> pending_;
+    double clock_ = 0;
+};
+
+}  // namespace cohort::coord
