@@ -201,9 +201,9 @@ bool Engine::wrote(Peer& peer, const error_code& ec) {
     // A peer that gave up writes an abort frame and half-closes; our write
     // may fail with a reset before we read why. The header read, if one is
     // outstanding, still gets the abort frame (or the end of the stream),
-    // so let it speak first.
+    // so let any read in flight (header, payload or abort text) speak first.
     const std::string why = fmt::format("sending to it failed: {} (it died or closed the connection)", ec.message());
-    if (peer.header_read_posted) {
+    if (peer.reads > 0) {
         peer.send_error = why;
         return false;
     }
@@ -229,7 +229,9 @@ void Engine::start_recv(Peer& peer) {
 void Engine::post_header_read(Peer& peer) {
     if (peer.gone || peer.pending || peer.header_read_posted) return;
     peer.header_read_posted = true;
+    ++peer.reads;
     asio::async_read(peer.socket, asio::buffer(peer.in_header), [this, p = &peer](const error_code& ec, std::size_t) {
+        --p->reads;
         p->header_read_posted = false;
         if (ec == asio::error::operation_aborted) return;
         if (!ec) {
@@ -265,8 +267,10 @@ void Engine::on_ack(Peer& peer, const FrameHeader& header) {
 // Copies the peer's buffer straight into ours, a chunk at a time, then
 // queues the ack that lets the peer reuse its buffer.
 void Engine::read_direct(Peer& peer, const FrameHeader& header) {
+    ++peer.reads;
     asio::async_read(peer.socket, asio::buffer(peer.in_direct), [this, p = &peer, header](const error_code& ec,
                                                                                          std::size_t) {
+        --p->reads;
         if (ec == asio::error::operation_aborted || p->recv == nullptr || failed_) return;
         if (ec) {
             peer_gone(*p, true, fmt::format("connection failed in the middle of a frame: {}", ec.message()));
@@ -363,7 +367,9 @@ void Engine::read_payload(Peer& peer, const FrameHeader& header) {
     auto done = [this, p = &peer, length = expected](const error_code& ec, std::size_t) {
         if (ec == asio::error::operation_aborted || p->recv == nullptr) return;
         if (ec) {
-            peer_gone(*p, true, fmt::format("connection failed in the middle of a frame: {}", ec.message()));
+            peer_gone(*p, true, !p->send_error.empty() ? p->send_error
+                                                       : fmt::format("connection failed in the middle of a frame: {}",
+                                                                     ec.message()));
             return;
         }
         Transfer& cur = *p->recv;
@@ -380,13 +386,20 @@ void Engine::read_payload(Peer& peer, const FrameHeader& header) {
         done(error_code{}, 0);
         return;
     }
-    asio::async_read(peer.socket, asio::buffer(t.data + peer.recv_done, expected), std::move(done));
+    ++peer.reads;
+    asio::async_read(peer.socket, asio::buffer(t.data + peer.recv_done, expected),
+                     [p = &peer, done = std::move(done)](const error_code& ec, std::size_t n) mutable {
+                         --p->reads;
+                         done(ec, n);
+                     });
 }
 
 void Engine::read_abort(Peer& peer, const FrameHeader& header) {
     peer.abort_text.assign(header.length, '\0');
+    ++peer.reads;
     asio::async_read(peer.socket, asio::buffer(peer.abort_text), [this, p = &peer, header](const error_code& ec,
                                                                                           std::size_t) {
+        --p->reads;
         if (ec == asio::error::operation_aborted) return;
         // The code comes from the network: only a known one is passed on.
         auto code = static_cast<Errc>(header.op.aux);

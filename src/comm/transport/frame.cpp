@@ -107,6 +107,9 @@ FrameHeader decode(const FrameBytes& bytes, std::size_t max_payload) {
     if (h.length > limit)
         throw Error(Errc::peer_failed,
                     fmt::format("sent a frame of {} bytes, more than the {} allowed", h.length, limit));
+    if (h.kind == FrameKind::direct && h.length != kDirectPayload)
+        throw Error(Errc::peer_failed,
+                    fmt::format("sent a direct frame of {} bytes; it must have exactly {}", h.length, kDirectPayload));
     return h;
 }
 

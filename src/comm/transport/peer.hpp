@@ -29,6 +29,7 @@ struct Peer {
     // waits in `pending` for the operation that will consume it.
     FrameBytes in_header{};
     bool header_read_posted = false;
+    int reads = 0;  // reads in flight (header, payload, abort text, direct descriptor)
     std::optional<FrameHeader> pending;
     std::string abort_text;
     Transfer* recv = nullptr;
