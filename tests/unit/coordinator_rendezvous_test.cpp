@@ -5,6 +5,8 @@
 #include "coordinator/state/state.hpp"
 #include "core/json_text.hpp"
 
+#include "coordinator_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -12,6 +14,9 @@
 
 namespace cohort::coord {
 namespace {
+
+using testing::expect_error;
+using testing::expect_replays;
 
 Node node(std::string id, std::string host = "", std::string rack = "") {
     Node n;
@@ -23,28 +28,7 @@ Node node(std::string id, std::string host = "", std::string rack = "") {
     return n;
 }
 
-template <class F>
-void expect_error(F&& f, Errc code, std::string_view text) {
-    try {
-        f();
-        ADD_FAILURE() << "expected an error containing: " << text;
-    } catch (const Error& e) {
-        EXPECT_EQ(e.code(), code) << e.what();
-        EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-    }
-}
 
-// Replaying the events through their JSON text, and reloading the snapshot
-// through its text, both give the state back exactly.
-void expect_replays(CoordinatorState& state) {
-    CoordinatorState replayed;
-    for (const Event& e : state.take_events()) {
-        replayed.apply(event_from_json(parse_json(detail::to_text(to_json(e)))));
-    }
-    const auto original = state.snapshot();
-    EXPECT_EQ(replayed.snapshot(), original);
-    EXPECT_EQ(CoordinatorState::from_snapshot(parse_json(detail::to_text(original))).snapshot(), original);
-}
 
 class CoordinatorRendezvous : public ::testing::Test {
 protected:

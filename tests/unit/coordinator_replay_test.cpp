@@ -6,6 +6,8 @@
 #include "coordinator/state/state.hpp"
 #include "core/json_text.hpp"
 
+#include "coordinator_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -16,18 +18,11 @@
 namespace cohort::coord {
 namespace {
 
+using testing::expect_error;
+using testing::expect_replays;
+
 namespace json = boost::json;
 
-template <class F>
-void expect_error(F&& f, Errc code, std::string_view text) {
-    try {
-        f();
-        ADD_FAILURE() << "expected an error containing: " << text;
-    } catch (const Error& e) {
-        EXPECT_EQ(e.code(), code) << e.what();
-        EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-    }
-}
 
 std::vector<std::string> journal(std::vector<Event> events) {
     std::vector<std::string> lines;

@@ -6,6 +6,8 @@
 #include "coordinator/state/json_parse.hpp"
 #include "coordinator/state/state.hpp"
 
+#include "coordinator_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,16 +15,9 @@
 namespace cohort::coord {
 namespace {
 
-template <class F>
-void expect_error(F&& f, Errc code, std::string_view text) {
-    try {
-        f();
-        ADD_FAILURE() << "expected an error containing: " << text;
-    } catch (const Error& e) {
-        EXPECT_EQ(e.code(), code) << e.what();
-        EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-    }
-}
+using testing::expect_error;
+using testing::expect_replays;
+
 
 JobSettings settings(std::string_view text) {
     return settings_from_json(parse_json(text));

@@ -8,6 +8,8 @@
 #include <cohort/epoch.hpp>
 #include <cohort/shards.hpp>
 
+#include "coordinator_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -16,6 +18,9 @@
 namespace cohort::coord {
 namespace {
 
+using testing::expect_error;
+using testing::expect_replays;
+
 Node node(std::string id, std::string host = "") {
     Node n;
     n.id = std::move(id);
@@ -23,26 +28,7 @@ Node node(std::string id, std::string host = "") {
     return n;
 }
 
-template <class F>
-void expect_error(F&& f, Errc code, std::string_view text) {
-    try {
-        f();
-        ADD_FAILURE() << "expected an error containing: " << text;
-    } catch (const Error& e) {
-        EXPECT_EQ(e.code(), code) << e.what();
-        EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-    }
-}
 
-void expect_replays(CoordinatorState& state) {
-    CoordinatorState replayed;
-    for (const Event& e : state.take_events()) {
-        replayed.apply(event_from_json(parse_json(detail::to_text(to_json(e)))));
-    }
-    const auto original = state.snapshot();
-    EXPECT_EQ(replayed.snapshot(), original);
-    EXPECT_EQ(CoordinatorState::from_snapshot(parse_json(detail::to_text(original))).snapshot(), original);
-}
 
 DatasetPlan plan(std::size_t shards, uint32_t epochs, double lease = 60) {
     DatasetPlan p;
