@@ -907,6 +907,65 @@ COHORT_API int cohort_work_wait(cohort_work* work, int64_t limit_ms);
  * Must not overlap another call on the same work. */
 COHORT_API void cohort_work_destroy(cohort_work* work);
 
+/* ------------------------------------------------------- launch environment */
+
+/* Rank, world size and store from the variables a launcher sets
+ * (docs/launch-env.md). The first source found wins:
+ *   "cohort"   COHORT_RANK, COHORT_WORLD_SIZE (+ COHORT_LOCAL_RANK,
+ *              COHORT_LOCAL_WORLD_SIZE, COHORT_NODE_RANK)
+ *   "torchrun" RANK, WORLD_SIZE (+ LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK)
+ *   "openmpi"  OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE
+ *              (+ OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE)
+ *   "slurm"    SLURM_PROCID, SLURM_NTASKS (+ SLURM_LOCALID, SLURM_NODEID,
+ *              SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE)
+ *   "none"     nothing found: rank 0 of a world of 1.
+ * The store is $COHORT_STORE whatever the source, else
+ * "tcp://$MASTER_ADDR:$MASTER_PORT", else none (""). An empty variable
+ * counts as unset. A non-number, a negative or out-of-range value, or half
+ * a pair (RANK without WORLD_SIZE) is INVALID_ARGUMENT naming the variable
+ * and its value. The process environment is read once, when the handle is
+ * made; later changes to it are not seen. */
+
+typedef struct cohort_launch_env cohort_launch_env;
+
+/* Reads the process environment. Pairs with cohort_launch_env_destroy. */
+COHORT_API int cohort_launch_env_read(cohort_launch_env** out);
+/* NULL is ignored. */
+COHORT_API void cohort_launch_env_destroy(cohort_launch_env* env);
+/* 0 <= rank < world_size. */
+COHORT_API int cohort_launch_env_rank(const cohort_launch_env* env, int32_t* rank);
+COHORT_API int cohort_launch_env_world_size(const cohort_launch_env* env, int32_t* world_size);
+/* -1 where the launcher does not say: Open MPI gives no node rank, and the
+ * COHORT_LOCAL_* or torchrun LOCAL_* variables may be missing. A world of 1
+ * is always local rank 0 of 1 on node 0. */
+COHORT_API int cohort_launch_env_local_rank(const cohort_launch_env* env, int32_t* local_rank);
+COHORT_API int cohort_launch_env_local_world_size(const cohort_launch_env* env,
+                                                  int32_t* local_world_size);
+COHORT_API int cohort_launch_env_node_rank(const cohort_launch_env* env, int32_t* node_rank);
+/* The store URL, "" when none; borrowed from the handle. */
+COHORT_API int cohort_launch_env_store(const cohort_launch_env* env, const char** store);
+/* "cohort", "torchrun", "openmpi", "slurm" or "none"; borrowed from the
+ * handle. */
+COHORT_API int cohort_launch_env_source(const cohort_launch_env* env, const char** source);
+/* What was read from which variable, and what was set but ignored, one
+ * line each ("rank 2 from OMPI_COMM_WORLD_RANK"), for logs. */
+COHORT_API int cohort_launch_env_note_count(const cohort_launch_env* env, uint32_t* count);
+/* Note `index` (< count, else OUT_OF_RANGE); borrowed from the handle. */
+COHORT_API int cohort_launch_env_note(const cohort_launch_env* env, uint32_t index,
+                                      const char** note);
+
+/* Reads the process environment as cohort_launch_env_read does and joins
+ * the communicator as that rank of that world size (cohort_comm_create).
+ * options may be NULL (the defaults); its store, when set, wins over the
+ * environment's. *source, when source is not NULL, receives the source used
+ * ("cohort", "torchrun", "openmpi" or "slurm"; static storage). Fails with
+ * NOT_FOUND listing the variables looked for when none is set,
+ * INVALID_ARGUMENT for malformed variables or when a world of more than one
+ * rank has no store (saying to set COHORT_STORE), then as
+ * cohort_comm_create. Pairs with cohort_comm_destroy. */
+COHORT_API int cohort_init_from_env(const cohort_comm_options* options, cohort_comm** out,
+                                    const char** source);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -24,6 +24,9 @@ the system.
         comm.allreduce(gradients)              # numpy, array.array, bytearray, ...
         work = comm.broadcast_async(weights, root=0)
         work.wait()
+
+    with cohort.Communicator.from_env() as comm:  # under torchrun, mpirun or srun
+        print(cohort.read_launch_env().source, comm.rank, comm.size)
 """
 
 from ._util import FORMATS, LEVELS, ROLES, STATUSES, STRATEGIES
@@ -36,6 +39,7 @@ from .errors import (BufferTooSmall, CallbackError, Closed, Error, FileError, In
                      Unsatisfiable)
 from .gpu import (BackendChoice, BackendInfo, GpuMonitor, GpuProbe, GpuSummary, WindowStats,
                   gpu_backends)
+from .launch_env import LaunchEnv, communicator_from_env, read_launch_env
 from .rules import (Action, Context, Evaluation, ExplainStep, Expression, Firing, Outcome,
                     RuleEngine, RuleError, RuleEvent, Symbols, check_rules, check_rules_string)
 from .sharding import PlanOptions, ShardPlan, plan_shards
@@ -50,6 +54,7 @@ __all__ = [
     "GpuProbe", "GpuMonitor", "GpuSummary", "WindowStats", "BackendChoice", "BackendInfo",
     "gpu_backends",
     "Communicator", "Work", "DTYPES", "REDUCE_OPS", "ALGORITHMS",
+    "LaunchEnv", "read_launch_env", "communicator_from_env",
     "version", "strerror", "library_path",
     "ROLES", "STATUSES", "LEVELS", "STRATEGIES", "FORMATS",
     "Error", "InvalidArgument", "ParseError", "FileError", "NotFound", "OutOfRange",

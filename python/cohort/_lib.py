@@ -39,6 +39,7 @@ gpu_monitor_p = _opaque("cohort_gpu_monitor")
 comm_options_p = _opaque("cohort_comm_options")
 comm_p = _opaque("cohort_comm")
 work_p = _opaque("cohort_work")
+launch_env_p = _opaque("cohort_launch_env")
 
 
 class gpu_summary(Structure):
@@ -288,6 +289,19 @@ PROTOTYPES = {
     "cohort_work_test": (_STATUS, [work_p, _P(c_int32)]),
     "cohort_work_wait": (_STATUS, [work_p, c_int64]),
     "cohort_work_destroy": (None, [work_p]),
+    # launch environment
+    "cohort_launch_env_read": (_STATUS, [_P(launch_env_p)]),
+    "cohort_launch_env_destroy": (None, [launch_env_p]),
+    "cohort_launch_env_rank": (_STATUS, [launch_env_p, _P(c_int32)]),
+    "cohort_launch_env_world_size": (_STATUS, [launch_env_p, _P(c_int32)]),
+    "cohort_launch_env_local_rank": (_STATUS, [launch_env_p, _P(c_int32)]),
+    "cohort_launch_env_local_world_size": (_STATUS, [launch_env_p, _P(c_int32)]),
+    "cohort_launch_env_node_rank": (_STATUS, [launch_env_p, _P(c_int32)]),
+    "cohort_launch_env_store": (_STATUS, [launch_env_p, _cstr_out]),
+    "cohort_launch_env_source": (_STATUS, [launch_env_p, _cstr_out]),
+    "cohort_launch_env_note_count": (_STATUS, [launch_env_p, _P(c_uint32)]),
+    "cohort_launch_env_note": (_STATUS, [launch_env_p, c_uint32, _cstr_out]),
+    "cohort_init_from_env": (_STATUS, [comm_options_p, _P(comm_p), _cstr_out]),
 }
 
 _lock = threading.Lock()
