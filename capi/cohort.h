@@ -6,7 +6,9 @@
  *  1. Handles are opaque. Every handle a function creates has a named inverse:
  *     cohort_X_create, cohort_X_load_*, cohort_X_open and cohort_expr_compile
  *     pair with cohort_X_destroy; cohort_*_context_create with
- *     cohort_context_destroy; cohort_comm_*_async with cohort_work_destroy.
+ *     cohort_context_destroy; cohort_comm_*_async with cohort_work_destroy;
+ *     cohort_launch_env_read with cohort_launch_env_destroy; and
+ *     cohort_init_from_env with cohort_comm_destroy.
  *     Destroy functions accept NULL and never fail.
  *  2. Every fallible function returns an int status: COHORT_OK (0) on success,
  *     one of the positive COHORT_ERR_* codes otherwise. Codes never change
