@@ -1,0 +1,62 @@
+// The coordinator's data directory on POSIX: its file names, and the few
+// file operations durability needs (append, fsync, atomic replace,
+// truncate). Every failure is Error(io) naming the file and the reason.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cohort::coord::journal {
+
+// <dir>/snapshot-00000000000000000012.json: the state after event 12.
+std::filesystem::path snapshot_path(const std::filesystem::path& dir, uint64_t seq);
+// <dir>/journal-00000000000000000012.jsonl: the events after event 12.
+std::filesystem::path journal_path(const std::filesystem::path& dir, uint64_t seq);
+
+struct DirectoryListing {
+    std::vector<uint64_t> snapshots;                 // sequence numbers, ascending
+    std::vector<uint64_t> journals;                  // the same
+    std::vector<std::filesystem::path> temporaries;  // *.tmp left by a crash mid-write
+};
+
+// Creates the directory if it is missing. Other files are left alone.
+DirectoryListing list_data_directory(const std::filesystem::path& dir);
+
+// A journal segment open for appending (created if missing).
+class AppendFile {
+public:
+    AppendFile() = default;
+    explicit AppendFile(std::filesystem::path path);
+    AppendFile(AppendFile&& other) noexcept;
+    AppendFile& operator=(AppendFile&& other) noexcept;
+    AppendFile(const AppendFile&) = delete;
+    AppendFile& operator=(const AppendFile&) = delete;
+    ~AppendFile();
+
+    bool is_open() const { return fd_ >= 0; }
+    const std::filesystem::path& path() const { return path_; }
+    // All of `bytes`, or Error(io).
+    void write(std::string_view bytes);
+    // The written bytes reach the disk (fdatasync).
+    void sync();
+    void close() noexcept;
+
+private:
+    std::filesystem::path path_;
+    int fd_ = -1;
+};
+
+std::string read_file(const std::filesystem::path& path);
+// <path>.tmp, fsync, rename over `path`, fsync the directory: after a crash
+// the file is either the old one or the new one, never a part.
+void replace_file_durably(const std::filesystem::path& path, std::string_view bytes);
+// Cuts the file to `size` bytes and fsyncs it.
+void truncate_file(const std::filesystem::path& path, uint64_t size);
+void sync_directory(const std::filesystem::path& dir);
+// Removes the file and reports nothing if it is already gone.
+void remove_file(const std::filesystem::path& path);
+
+}  // namespace cohort::coord::journal

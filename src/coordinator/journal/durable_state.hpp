@@ -1,0 +1,157 @@
+// The coordinator's state on disk: an append-only journal of its events
+// plus periodic snapshots, in one data directory, so that a coordinator
+// killed with kill -9 (or a machine that loses power) starts again where it
+// was.
+//
+// On-disk format (version 1)
+// --------------------------
+// Events are numbered 1, 2, 3, ... (the sequence number, `seq`) for the
+// life of the directory. File names carry a sequence number as 20 decimal
+// digits, so `ls` sorts them:
+//
+//   snapshot-<S>.json   the state after event S: one line,
+//       {"format":"cohort-coordinator-snapshot","version":1,"seq":S,
+//        "state":<CoordinatorState::snapshot()>,"crc32":"xxxxxxxx"}
+//     written to snapshot-<S>.json.tmp, fsynced, renamed into place, and
+//     the directory fsynced: a snapshot file is whole or absent.
+//   journal-<S>.jsonl   the events after event S (S+1, S+2, ...), one
+//     JSON line each, appended as they happen:
+//       {"seq":N,"event":<to_json(Event)>,"crc32":"xxxxxxxx"}
+//
+// "crc32" is the CRC-32 (IEEE, as zlib computes it) of every byte of the
+// line before `,"crc32":`, as 8 lower-case hex digits; it is always the
+// last member, so a record is checked before its JSON is trusted. Numbers
+// are written so that coord::parse_json reads them back exactly. Files not
+// named this way are left alone.
+//
+// Start-up (open)
+// ---------------
+// The newest snapshot-<S>.json is loaded (none: the empty state, S = 0) and
+// the journals journal-<B>.jsonl with B >= S are replayed in order; each
+// must start where the previous one ended (B = the last seq so far) and
+// number its lines without gaps. Leftover *.tmp files are removed.
+//
+// - A torn last line (no '\n' at the end, or a bad checksum on the final
+//   line of the newest journal) is what a crash mid-append leaves: it is
+//   dropped with a warning naming the file and byte offset, and the file is
+//   truncated back to the last good line so appends continue cleanly. That
+//   event was never committed (commit() had not returned), so nothing
+//   acknowledged is lost.
+// - Anything else stops start-up with Error(parse) naming the file, the
+//   byte offset and what to do: a bad line before the end, a gap or overlap
+//   in sequence numbers, a journal that does not start where the events
+//   before it end, an event the state refuses, a newest snapshot that is
+//   damaged. A damaged newest snapshot is never skipped silently, even when
+//   an older one exists: snapshots are written atomically, so damage means
+//   the disk or a person changed it, and an operator should look. The
+//   message says how to recover: moving the damaged snapshot out of the
+//   directory makes the next start use the previous snapshot (or journal-0)
+//   and replay the journals after it, which hold every later event as long
+//   as they are intact (`keep` >= 2 keeps them).
+//
+// Durability
+// ----------
+// commit() hands the state's new events to the kernel in one write(2):
+// from then on they survive the coordinator process being killed. They
+// reach the disk (survive an OS crash or power loss) at the next fsync,
+// which is batched: commit() fsyncs when fsync_interval has passed since the
+// oldest unsynced commit (or every time with an interval of 0), and the
+// server calls sync() when sync_due() says so, from a timer at
+// sync_deadline(). snapshot() (automatic every snapshot_every events) writes
+// the state, starts a new journal, and deletes the snapshots beyond the
+// newest `keep` together with the journals before the oldest one kept.
+//
+// Not thread-safe: one strand owns a DurableState. After open(), the server
+// calls state().resume(now) and commit() so the outage counts as nobody's
+// silence.
+#pragma once
+
+#include "coordinator/journal/data_dir.hpp"
+#include "coordinator/state/state.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace cohort::coord {
+
+struct JournalOptions {
+    // The longest a committed event waits for fsync; 0: fsync every commit.
+    std::chrono::milliseconds fsync_interval{10};
+    // Events between automatic snapshots; 0: only when snapshot() is called.
+    uint64_t snapshot_every = 10000;
+    // Snapshots kept, with the journals that follow them; at least 1.
+    uint32_t keep = 2;
+};
+
+struct JournalStats {
+    uint64_t last_seq = 0;      // the newest event's sequence number
+    uint64_t snapshot_seq = 0;  // the newest snapshot's; 0 with none
+    uint64_t events = 0;        // journaled by this process
+    uint64_t bytes = 0;         // journal bytes written by this process
+    uint64_t syncs = 0;         // fsyncs of the journal by this process
+    uint64_t snapshots = 0;     // written by this process
+    bool unsynced = false;      // committed events wait for an fsync
+};
+
+class DurableState {
+public:
+    using Clock = std::chrono::steady_clock;
+
+    // Loads the directory (creating it if missing), as described above.
+    // `warn` hears about torn lines dropped and leftovers removed.
+    // Error(parse) for corruption, Error(io) for the file system,
+    // Error(invalid_argument) for bad options.
+    static DurableState open(const std::filesystem::path& dir, JournalOptions options = {},
+                             std::function<void(std::string)> warn = {});
+
+    DurableState(DurableState&& other) noexcept;
+    DurableState& operator=(DurableState&& other) noexcept;
+    DurableState(const DurableState&) = delete;
+    DurableState& operator=(const DurableState&) = delete;
+    // Fsyncs what is still unsynced, ignoring errors.
+    ~DurableState();
+
+    CoordinatorState& state() { return state_; }
+    const CoordinatorState& state() const { return state_; }
+
+    // Journals the events the state's commands produced since the last
+    // commit (take_events()). Error(io) leaves this object broken: every
+    // later call throws, and the coordinator must restart from the
+    // directory (its in-memory state may be ahead of the journal).
+    void commit(Clock::time_point now = Clock::now());
+    // Committed events reach the disk.
+    void sync();
+    // When sync() is due; empty when nothing waits for an fsync.
+    std::optional<Clock::time_point> sync_deadline() const;
+    bool sync_due(Clock::time_point now) const;
+    // Writes a snapshot of the state (after commit()ting pending events),
+    // starts a new journal and deletes old files beyond `keep`.
+    void snapshot();
+
+    const std::filesystem::path& directory() const { return dir_; }
+    JournalStats stats() const;
+
+private:
+    DurableState() = default;
+    void check_usable() const;
+    void write_pending(Clock::time_point now);
+    void sync_quietly() noexcept;
+    void prune();
+
+    std::filesystem::path dir_;
+    JournalOptions options_;
+    std::function<void(std::string)> warn_;
+    CoordinatorState state_;
+    journal::AppendFile segment_;
+    uint64_t segment_base_ = 0;
+    bool has_snapshot_ = false;
+    std::optional<Clock::time_point> unsynced_since_;
+    bool broken_ = false;
+    JournalStats stats_;
+};
+
+}  // namespace cohort::coord

@@ -1,0 +1,170 @@
+// Loading a data directory: newest snapshot, then the journals after it,
+// line by line, checksums and sequence numbers checked.
+#include "coordinator/journal/recovery.hpp"
+
+#include "coordinator/journal/data_dir.hpp"
+#include "coordinator/journal/record.hpp"
+#include "coordinator/state/json_parse.hpp"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace cohort::coord::journal {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Runs `f`, turning any Error into Error(parse) that names the file and the
+// byte offset and says what to do.
+template <class F>
+auto at(const fs::path& file, uint64_t offset, std::string_view advice, F&& f) {
+    try {
+        return f();
+    } catch (const Error& e) {
+        throw Error(Errc::parse, fmt::format("{}: byte {}: {}; {}", file.string(), offset, e.what(), advice));
+    }
+}
+
+// What an operator can do about a damaged snapshot `seq`.
+std::string snapshot_advice(const fs::path& dir, const DirectoryListing& listing, uint64_t seq) {
+    const auto older =
+        std::find_if(listing.snapshots.rbegin(), listing.snapshots.rend(), [&](uint64_t s) { return s < seq; });
+    std::string fallback;
+    if (older != listing.snapshots.rend()) {
+        fallback = snapshot_path(dir, *older).filename().string();
+    } else if (!listing.journals.empty() && listing.journals.front() == 0) {
+        fallback = journal_path(dir, 0).filename().string() + " (from the empty state)";
+    }
+    if (fallback.empty()) {
+        return "the coordinator cannot start from this directory: restore it from a backup (no older snapshot "
+               "or journal-0 is left to recover from)";
+    }
+    return fmt::format(
+        "the coordinator does not skip a damaged snapshot by itself: move this file out of the directory and start "
+        "again to recover from {} and the journals after it (nothing is lost if they are intact), or restore the "
+        "directory from a backup",
+        fallback);
+}
+
+std::string journal_advice(uint64_t offset) {
+    return fmt::format(
+        "the journal is damaged before its end, so start-up stops: restore the data directory from a backup, or "
+        "truncate this file to {} bytes and remove the journals and snapshots after it to start from the events "
+        "before this point (the later ones are lost)",
+        offset);
+}
+
+CoordinatorState load_snapshot(const fs::path& dir, const DirectoryListing& listing, uint64_t seq) {
+    const fs::path file = snapshot_path(dir, seq);
+    const std::string advice = snapshot_advice(dir, listing, seq);
+    const std::string text = read_file(file);
+    std::string_view record = text;
+    if (record.ends_with('\n')) record.remove_suffix(1);
+    if (const auto problem = checksum_problem(record)) {
+        throw Error(Errc::parse, fmt::format("{}: byte 0: the snapshot ({} bytes) is damaged: {}; {}", file.string(),
+                                             text.size(), *problem, advice));
+    }
+    return at(file, 0, advice, [&] {
+        SnapshotRecord snap = read_snapshot(record);
+        if (snap.seq != seq) {
+            throw Error(Errc::parse, fmt::format("snapshot: seq {} does not match the file name", snap.seq));
+        }
+        return CoordinatorState::from_snapshot(snap.state);
+    });
+}
+
+// Replays one journal onto `out`; the last one may end in a torn line.
+void replay_journal(const fs::path& file, bool newest, Recovered& out, const std::function<void(std::string)>& warn) {
+    const std::string text = read_file(file);
+    std::size_t offset = 0;
+    while (offset < text.size()) {
+        const std::size_t newline = text.find('\n', offset);
+        const std::size_t end = newline == std::string::npos ? text.size() : newline;
+        const std::string_view record = std::string_view(text).substr(offset, end - offset);
+        std::optional<std::string> problem;
+        if (newline == std::string::npos) {
+            problem = "the line has no end ('\\n')";
+        } else {
+            problem = checksum_problem(record);
+        }
+        if (problem) {
+            const bool tail = newest && (newline == std::string::npos || newline + 1 == text.size());
+            if (!tail) {
+                throw Error(Errc::parse, fmt::format("{}: byte {}: {}; {}", file.string(), offset, *problem,
+                                                     journal_advice(offset)));
+            }
+            if (warn) {
+                warn(
+                    fmt::format("{}: byte {}: ignoring a torn last line ({} bytes: {}), left by a crash while it "
+                                "was written; the file is truncated to {} bytes",
+                                file.string(), offset, text.size() - offset, *problem, offset));
+            }
+            truncate_file(file, offset);
+            return;
+        }
+        const std::string advice = journal_advice(offset);
+        at(file, offset, advice, [&] {
+            JournalEntry entry = read_journal_line(record);
+            if (entry.seq != out.last_seq + 1) {
+                throw Error(Errc::parse, fmt::format("event {} follows event {}: events are missing or repeated",
+                                                     entry.seq, out.last_seq));
+            }
+            try {
+                out.state.apply(entry.event);
+            } catch (const Error& e) {
+                throw Error(Errc::parse, fmt::format("event {} ({}) does not fit the state: {}", entry.seq,
+                                                     event_type(entry.event), e.what()));
+            }
+            out.last_seq = entry.seq;
+        });
+        offset = end + 1;
+    }
+}
+
+}  // namespace
+
+Recovered recover(const fs::path& dir, const std::function<void(std::string)>& warn) {
+    const DirectoryListing listing = list_data_directory(dir);
+    for (const fs::path& tmp : listing.temporaries) {
+        remove_file(tmp);
+        if (warn) warn(fmt::format("{}: removed an unfinished snapshot left by a crash", tmp.string()));
+    }
+    Recovered out;
+    if (!listing.snapshots.empty()) {
+        const uint64_t seq = listing.snapshots.back();
+        out.state = load_snapshot(dir, listing, seq);
+        out.snapshot = seq;
+        out.last_seq = seq;
+    }
+    std::vector<uint64_t> journals;
+    for (uint64_t base : listing.journals) {
+        if (base >= out.last_seq) journals.push_back(base);
+    }
+    for (std::size_t i = 0; i < journals.size(); ++i) {
+        const fs::path file = journal_path(dir, journals[i]);
+        if (journals[i] != out.last_seq) {
+            if (journals[i] < out.last_seq) {
+                throw Error(Errc::parse, fmt::format("{}: byte 0: the journal starts after event {}, but the journal "
+                                                     "before it goes on to event {}: the files overlap; restore the "
+                                                     "data directory from a backup",
+                                                     file.string(), journals[i], out.last_seq));
+            }
+            const std::string before = out.last_seq == 0 && !out.snapshot
+                                           ? std::string("no snapshot or earlier journal holds the events before it")
+                                           : fmt::format("the events before it end at event {}", out.last_seq);
+            throw Error(Errc::parse,
+                        fmt::format("{}: byte 0: the journal starts after event {}, but {}; restore the missing "
+                                    "files (snapshot-{:020}.json or the journals before it) from a backup",
+                                    file.string(), journals[i], before, journals[i]));
+        }
+        replay_journal(file, i + 1 == journals.size(), out, warn);
+        out.last_journal = journals[i];
+    }
+    return out;
+}
+
+}  // namespace cohort::coord::journal

@@ -1,0 +1,501 @@
+// coordinator/journal: the state survives a restart on the same directory:
+// through the journal, through snapshots, after a torn last line and after
+// kill -9 mid-commit; any other damage stops start-up with a message that
+// names the file and the byte offset.
+#include "coordinator/journal/durable_state.hpp"
+#include "coordinator/journal/record.hpp"
+#include "core/json_text.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace cohort::coord {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+class TempDir {
+public:
+    TempDir() {
+        std::string pattern = (fs::temp_directory_path() / "cohort-journal-XXXXXX").string();
+        if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+        path_ = pattern;
+    }
+    ~TempDir() { fs::remove_all(path_); }
+    const fs::path& path() const { return path_; }
+
+private:
+    fs::path path_;
+};
+
+template <class F>
+std::string error_of(F&& f, Errc code) {
+    try {
+        f();
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), code) << e.what();
+        return e.what();
+    }
+    ADD_FAILURE() << "expected an error";
+    return {};
+}
+
+std::function<void(std::string)> collect(std::vector<std::string>& out) {
+    return [&out](std::string message) { out.push_back(std::move(message)); };
+}
+
+std::string text_of(const CoordinatorState& state) {
+    return detail::to_text(state.snapshot());
+}
+
+std::string read(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+void write(const fs::path& file, const std::string& text) {
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
+}
+
+// Byte offset where line `index` (0-based) of `text` starts.
+std::size_t line_start(const std::string& text, std::size_t index) {
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < index; ++i) at = text.find('\n', at) + 1;
+    return at;
+}
+
+std::size_t line_count(const std::string& text) {
+    return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+fs::path journal_file(const fs::path& dir, uint64_t seq) {
+    return dir / fmt::format("journal-{:020}.jsonl", seq);
+}
+
+// A two-node job with a dataset; every step commits heartbeats, store
+// writes and a shard lease (times with fractions that text must keep exact).
+class Workload {
+public:
+    void start(DurableState& d) {
+        JobSettings s;
+        s.min_nodes = s.max_nodes = 2;
+        s.failure_timeout = 1e6;
+        CoordinatorState& st = d.state();
+        st.create_job("j", s, t_);
+        for (const char* id : {"a", "b"}) {
+            Node n;
+            n.id = id;
+            n.host = std::string("host-") + id;
+            n.address = std::string(id) + ":5000";
+            st.join("j", n, t_);
+        }
+        DatasetPlan plan;
+        for (int i = 0; i < 40; ++i) plan.shards.push_back(ShardSpec{"s" + std::to_string(i), 100u + i, {"host-a"}});
+        plan.epochs = 3;
+        plan.lease_duration = 1e6;
+        st.register_dataset("j", plan, t_);
+        d.commit();
+    }
+
+    void step(DurableState& d) {
+        CoordinatorState& st = d.state();
+        t_ += 0.1;
+        const uint64_t gen = st.job("j").generation();
+        HeartbeatMetrics m;
+        m.step = i_;
+        m.step_time = 0.3 + i_ / 7.0;
+        st.heartbeat("j", "a", gen, m, t_);
+        st.heartbeat("j", "b", gen, std::nullopt, t_);
+        st.store_set("j", gen, "key" + std::to_string(i_ % 5), "value " + std::to_string(i_), t_);
+        st.store_add("j", gen, "count", 1, t_);
+        const NextShard next = st.next_shard("j", i_ % 2 == 0 ? "a" : "b", t_);
+        if (next.grant && i_ % 3 != 0) st.shard_done("j", i_ % 2 == 0 ? "a" : "b", next.grant->lease, t_);
+        ++i_;
+        d.commit();
+    }
+
+    // One event: a store write.
+    void store_only(DurableState& d, std::string_view key) {
+        t_ += 0.1;
+        d.state().store_set("j", d.state().job("j").generation(), key, "x", t_);
+        d.commit();
+    }
+
+private:
+    double t_ = 1700000000.3;
+    uint64_t i_ = 0;
+};
+
+JournalOptions manual_snapshots() {
+    JournalOptions o;
+    o.snapshot_every = 0;
+    return o;
+}
+
+TEST(CoordinatorJournal, ReopenGivesTheSameState) {
+    TempDir dir;
+    Workload w;
+    std::string before;
+    uint64_t last = 0;
+    {
+        DurableState d = DurableState::open(dir.path() / "data", manual_snapshots());
+        w.start(d);
+        for (int i = 0; i < 50; ++i) w.step(d);
+        before = text_of(d.state());
+        last = d.stats().last_seq;
+        EXPECT_GT(last, 250u);
+        EXPECT_EQ(d.state().job("j").generation(), 1u);
+    }
+    std::vector<std::string> warnings;
+    DurableState d = DurableState::open(dir.path() / "data", manual_snapshots(), collect(warnings));
+    EXPECT_EQ(text_of(d.state()), before);
+    EXPECT_EQ(d.stats().last_seq, last);
+    EXPECT_TRUE(warnings.empty());
+    EXPECT_TRUE(d.state().take_events().empty());
+    // Appends continue the numbering.
+    w.step(d);
+    const std::string after = text_of(d.state());
+    const uint64_t last_after = d.stats().last_seq;
+    EXPECT_GT(last_after, last);
+    DurableState again = DurableState::open(dir.path() / "data", manual_snapshots());
+    EXPECT_EQ(text_of(again.state()), after);
+    EXPECT_EQ(again.stats().last_seq, last_after);
+}
+
+TEST(CoordinatorJournal, SnapshotThenMoreEvents) {
+    TempDir dir;
+    Workload w;
+    std::string before;
+    uint64_t at_snapshot = 0;
+    {
+        DurableState d = DurableState::open(dir.path(), manual_snapshots());
+        w.start(d);
+        for (int i = 0; i < 20; ++i) w.step(d);
+        d.snapshot();
+        at_snapshot = d.stats().last_seq;
+        EXPECT_EQ(d.stats().snapshot_seq, at_snapshot);
+        for (int i = 0; i < 20; ++i) w.step(d);
+        before = text_of(d.state());
+    }
+    EXPECT_TRUE(fs::exists(dir.path() / fmt::format("snapshot-{:020}.json", at_snapshot)));
+    EXPECT_TRUE(fs::exists(journal_file(dir.path(), 0)));  // kept: the way back if the snapshot is damaged
+    EXPECT_TRUE(fs::exists(journal_file(dir.path(), at_snapshot)));
+    const std::string first = read(journal_file(dir.path(), at_snapshot));
+    EXPECT_NE(first.find(fmt::format("{{\"seq\":{},\"event\":", at_snapshot + 1)), std::string::npos);
+
+    DurableState d = DurableState::open(dir.path(), manual_snapshots());
+    EXPECT_EQ(text_of(d.state()), before);
+    EXPECT_EQ(d.stats().snapshot_seq, at_snapshot);
+}
+
+TEST(CoordinatorJournal, AutomaticSnapshotsKeepTheNewest) {
+    TempDir dir;
+    Workload w;
+    JournalOptions o;
+    o.snapshot_every = 60;
+    o.keep = 2;
+    std::string before;
+    {
+        DurableState d = DurableState::open(dir.path(), o);
+        w.start(d);
+        for (int i = 0; i < 80; ++i) w.step(d);
+        EXPECT_GE(d.stats().snapshots, 5u);
+        before = text_of(d.state());
+    }
+    std::vector<std::string> snapshots, journals;
+    for (const auto& entry : fs::directory_iterator(dir.path())) {
+        const std::string name = entry.path().filename().string();
+        (name.starts_with("snapshot-") ? snapshots : journals).push_back(name);
+    }
+    std::sort(snapshots.begin(), snapshots.end());
+    std::sort(journals.begin(), journals.end());
+    ASSERT_EQ(snapshots.size(), 2u);
+    ASSERT_EQ(journals.size(), 2u);  // the ones that follow the kept snapshots
+    EXPECT_EQ(journals[0].substr(8, 20), snapshots[0].substr(9, 20));
+    EXPECT_EQ(journals[1].substr(8, 20), snapshots[1].substr(9, 20));
+    EXPECT_EQ(text_of(DurableState::open(dir.path(), o).state()), before);
+}
+
+TEST(CoordinatorJournal, TornLastLineIsDroppedWithAWarning) {
+    for (const bool flip : {false, true}) {
+        SCOPED_TRACE(flip ? "checksum mismatch" : "cut mid-line");
+        TempDir dir;
+        Workload w;
+        std::string before;
+        {
+            DurableState d = DurableState::open(dir.path(), manual_snapshots());
+            w.start(d);
+            for (int i = 0; i < 10; ++i) w.step(d);
+            before = text_of(d.state());
+            w.store_only(d, "lost");
+        }
+        const fs::path file = journal_file(dir.path(), 0);
+        std::string text = read(file);
+        const std::size_t last_line = line_start(text, line_count(text) - 1);
+        if (flip) {
+            text[last_line + 20] ^= 1;  // a flipped bit inside the last line
+        } else {
+            text.resize(text.size() - 7);  // a write cut short
+        }
+        write(file, text);
+
+        std::vector<std::string> warnings;
+        DurableState d = DurableState::open(dir.path(), manual_snapshots(), collect(warnings));
+        EXPECT_EQ(text_of(d.state()), before);
+        ASSERT_EQ(warnings.size(), 1u);
+        EXPECT_NE(warnings[0].find(file.string() + ": byte " + std::to_string(last_line)), std::string::npos)
+            << warnings[0];
+        EXPECT_NE(warnings[0].find(flip ? "checksum mismatch" : "no end"), std::string::npos) << warnings[0];
+        EXPECT_EQ(fs::file_size(file), last_line);
+
+        // The next commit takes the dropped event's number and the file reads back cleanly.
+        const uint64_t last = d.stats().last_seq;
+        w.store_only(d, "next");
+        EXPECT_EQ(d.stats().last_seq, last + 1);
+        const std::string expected = text_of(d.state());
+        warnings.clear();
+        DurableState again = DurableState::open(dir.path(), manual_snapshots(), collect(warnings));
+        EXPECT_EQ(text_of(again.state()), expected);
+        EXPECT_TRUE(warnings.empty());
+    }
+}
+
+TEST(CoordinatorJournal, CorruptionBeforeTheEndStopsStartUp) {
+    TempDir dir;
+    Workload w;
+    {
+        DurableState d = DurableState::open(dir.path(), manual_snapshots());
+        w.start(d);
+        for (int i = 0; i < 10; ++i) w.step(d);
+    }
+    const fs::path file = journal_file(dir.path(), 0);
+    const std::string good = read(file);
+
+    std::string damaged = good;
+    const std::size_t at = line_start(good, 7);
+    damaged[at + 30] = damaged[at + 30] == 'x' ? 'y' : 'x';
+    write(file, damaged);
+    std::string message = error_of([&] { DurableState::open(dir.path()); }, Errc::parse);
+    EXPECT_NE(message.find(file.string() + ": byte " + std::to_string(at) + ": checksum mismatch"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("truncate this file to " + std::to_string(at) + " bytes"), std::string::npos) << message;
+    EXPECT_EQ(read(file), damaged);  // nothing repaired behind the operator's back
+
+    // A line missing in the middle: a gap in the sequence numbers.
+    const std::size_t next = line_start(good, 8);
+    write(file, good.substr(0, at) + good.substr(next));
+    message = error_of([&] { DurableState::open(dir.path()); }, Errc::parse);
+    EXPECT_NE(message.find(file.string() + ": byte " + std::to_string(at) + ": event 9 follows event 7"),
+              std::string::npos)
+        << message;
+
+    // A well-formed line the state refuses.
+    Event bogus = event::JobDeleted{"nobody", 1};
+    write(file, good.substr(0, at) + journal::journal_line(8, bogus) + good.substr(next));
+    message = error_of([&] { DurableState::open(dir.path()); }, Errc::parse);
+    EXPECT_NE(message.find(file.string() + ": byte " + std::to_string(at) + ": event 8 (job_deleted) does not fit"),
+              std::string::npos)
+        << message;
+
+    write(file, good);
+    EXPECT_NO_THROW(DurableState::open(dir.path()));
+}
+
+TEST(CoordinatorJournal, DamagedNewestSnapshotIsNotSkippedSilently) {
+    TempDir dir;
+    Workload w;
+    JournalOptions o = manual_snapshots();
+    o.keep = 3;
+    std::string before;
+    uint64_t first = 0, second = 0;
+    {
+        DurableState d = DurableState::open(dir.path(), o);
+        w.start(d);
+        for (int i = 0; i < 5; ++i) w.step(d);
+        d.snapshot();
+        first = d.stats().last_seq;
+        for (int i = 0; i < 5; ++i) w.step(d);
+        d.snapshot();
+        second = d.stats().last_seq;
+        for (int i = 0; i < 5; ++i) w.step(d);
+        before = text_of(d.state());
+    }
+    const fs::path newest = dir.path() / fmt::format("snapshot-{:020}.json", second);
+    std::string text = read(newest);
+    text[text.size() / 2] ^= 4;
+    write(newest, text);
+    const std::string message = error_of([&] { DurableState::open(dir.path(), o); }, Errc::parse);
+    EXPECT_NE(message.find(newest.string() + ": byte 0: the snapshot"), std::string::npos) << message;
+    EXPECT_NE(message.find(fmt::format("move this file out of the directory and start again to recover from "
+                                       "snapshot-{:020}.json",
+                                       first)),
+              std::string::npos)
+        << message;
+
+    // Doing what the message says loses nothing.
+    fs::rename(newest, dir.path() / "damaged.json");
+    DurableState d = DurableState::open(dir.path(), o);
+    EXPECT_EQ(text_of(d.state()), before);
+    EXPECT_EQ(d.stats().snapshot_seq, first);
+
+    // A journal that does not start where the events before it end.
+    d = DurableState::open(dir.path() / "other", o);
+    w = Workload();
+    w.start(d);
+    d.snapshot();
+    const uint64_t a = d.stats().last_seq;
+    w.step(d);
+    d.snapshot();
+    const uint64_t b = d.stats().last_seq;
+    w.step(d);
+    d = DurableState::open(dir.path() / "unused", o);
+    fs::remove(dir.path() / "other" / fmt::format("snapshot-{:020}.json", b));
+    fs::remove(journal_file(dir.path() / "other", a));
+    const std::string gap = error_of([&] { DurableState::open(dir.path() / "other", o); }, Errc::parse);
+    EXPECT_NE(gap.find(fmt::format("{}: byte 0: the journal starts after event {}, but the events before it end at "
+                                   "event {}",
+                                   journal_file(dir.path() / "other", b).string(), b, a)),
+              std::string::npos)
+        << gap;
+}
+
+TEST(CoordinatorJournal, LeftoverTemporaryIsRemoved) {
+    TempDir dir;
+    write(dir.path() / "snapshot-00000000000000000009.json.tmp", "{\"format\":");
+    std::vector<std::string> warnings;
+    DurableState d = DurableState::open(dir.path(), {}, collect(warnings));
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("unfinished snapshot"), std::string::npos);
+    EXPECT_FALSE(fs::exists(dir.path() / "snapshot-00000000000000000009.json.tmp"));
+    JournalOptions bad;
+    bad.keep = 0;
+    EXPECT_NE(error_of([&] { DurableState::open(dir.path(), bad); }, Errc::invalid_argument).find("keep"),
+              std::string::npos);
+}
+
+TEST(CoordinatorJournal, FsyncIsBatched) {
+    TempDir dir;
+    JournalOptions o = manual_snapshots();
+    o.fsync_interval = 10ms;
+    DurableState d = DurableState::open(dir.path(), o);
+    const auto t0 = DurableState::Clock::now();
+    const uint64_t base = d.stats().syncs;
+
+    d.state().create_job("k", JobSettings{}, 1);
+    d.commit(t0);
+    EXPECT_TRUE(d.stats().unsynced);
+    EXPECT_EQ(d.sync_deadline(), t0 + 10ms);
+    d.state().delete_job("k", 2);
+    d.commit(t0 + 5ms);
+    EXPECT_EQ(d.stats().syncs, base);
+    EXPECT_FALSE(d.sync_due(t0 + 9ms));
+    EXPECT_TRUE(d.sync_due(t0 + 10ms));
+    d.state().create_job("k", JobSettings{}, 3);
+    d.commit(t0 + 10ms);  // the oldest unsynced commit is 10 ms old
+    EXPECT_EQ(d.stats().syncs, base + 1);
+    EXPECT_FALSE(d.stats().unsynced);
+    EXPECT_FALSE(d.sync_deadline());
+
+    d.commit(t0 + 11ms);  // nothing new: nothing to sync
+    EXPECT_FALSE(d.stats().unsynced);
+    d.state().delete_job("k", 4);
+    d.commit(t0 + 11ms);
+    d.sync();  // the server's timer
+    d.sync();
+    EXPECT_EQ(d.stats().syncs, base + 2);
+
+    // Interval 0: every commit with events fsyncs.
+    o.fsync_interval = 0ms;
+    d = DurableState::open(dir.path(), o);
+    for (int i = 0; i < 3; ++i) {
+        d.state().create_job("m" + std::to_string(i), JobSettings{}, 5);
+        d.commit();
+    }
+    EXPECT_EQ(d.stats().syncs, 3u);
+}
+
+// A child commits in a loop and reports each commit through a pipe once
+// commit() returned; the parent kills it with SIGKILL at some point and
+// reopens: every reported commit is there, at most the one in flight is not.
+TEST(CoordinatorJournal, SurvivesKillNineMidCommit) {
+    TempDir dir;
+    for (const int round : {0, 1, 2}) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        int fds[2];
+        ASSERT_EQ(::pipe(fds), 0);
+        JournalOptions o;
+        o.snapshot_every = 97;  // snapshots and new journals mid-run too
+        o.fsync_interval = round == 0 ? 0ms : 1ms;
+        const pid_t child = ::fork();
+        ASSERT_GE(child, 0);
+        if (child == 0) {
+            ::close(fds[0]);
+            try {
+                DurableState d = DurableState::open(dir.path(), o);
+                if (d.state().find_job("j") == nullptr) {
+                    d.state().create_job("j", JobSettings{}, 1);
+                    Node n;
+                    n.id = "a";
+                    d.state().join("j", n, 1);
+                    d.commit();
+                }
+                for (;;) {
+                    CoordinatorState& st = d.state();
+                    const int64_t n = st.store_add("j", 1, "count", 1, 2);
+                    st.store_set("j", 1, "padding", std::string(static_cast<std::size_t>(n % 300), 'p'), 2);
+                    d.commit();
+                    if (::write(fds[1], &n, sizeof n) != sizeof n) ::_exit(3);
+                }
+            } catch (...) {
+                ::_exit(2);
+            }
+        }
+        ::close(fds[1]);
+        int64_t acknowledged = 0, n = 0;
+        const int64_t stop_at = 150 + round * 37;
+        while (acknowledged < stop_at && ::read(fds[0], &n, sizeof n) == sizeof n) acknowledged = n;
+        ::kill(child, SIGKILL);
+        int status = 0;
+        ::waitpid(child, &status, 0);
+        // Commits reported after the parent stopped reading are still in the pipe.
+        while (::read(fds[0], &n, sizeof n) == sizeof n) acknowledged = n;
+        ::close(fds[0]);
+        ASSERT_TRUE(WIFSIGNALED(status)) << "the child stopped by itself with status " << status;
+
+        std::vector<std::string> warnings;
+        DurableState d = DurableState::open(dir.path(), o, collect(warnings));
+        const auto count = d.state().store_get("j", 1, "count");
+        ASSERT_TRUE(count.has_value());
+        const int64_t found = std::stoll(*count);
+        EXPECT_GE(found, acknowledged);
+        EXPECT_LE(found, acknowledged + 1);
+        EXPECT_LE(warnings.size(), 1u);
+        // And the journal goes on from there.
+        d.state().store_add("j", 1, "count", 1000, 3);
+        d.commit();
+        const std::string expected = text_of(d.state());
+        d = DurableState::open(dir.path() / "elsewhere", o);
+        EXPECT_EQ(text_of(DurableState::open(dir.path(), o).state()), expected);
+        d = DurableState::open(dir.path(), o);
+        d.state().store_add("j", 1, "count", -1000, 3);
+        d.commit();
+    }
+}
+
+}  // namespace
+}  // namespace cohort::coord
