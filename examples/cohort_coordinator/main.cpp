@@ -1,0 +1,125 @@
+// cohort-coordinator: the elastic coordinator on its own, serving jobs over
+// HTTP until SIGINT or SIGTERM. A starting point to copy: everything here
+// uses the public C++ API.
+#include "../common/args.hpp"
+
+#include <cohort/coordinator.hpp>
+#include <cohort/error.hpp>
+
+#include <charconv>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
+
+namespace {
+
+constexpr const char* kHelp = R"help(usage: cohort-coordinator [--host HOST] [--port PORT] [--token-file FILE]
+                          [--data-dir DIR]
+
+Serves the elastic coordinator (docs/coordinator.md): training jobs'
+rendezvous, heartbeats, key-value store and dataset shards, over HTTP/1.1 +
+JSON, until interrupted (SIGINT or SIGTERM). Prints its URL on the first line.
+
+options:
+      --host HOST        the address to listen on (default 127.0.0.1; 0.0.0.0
+                         for every interface)
+  -p, --port PORT        the port (default 0: any free port)
+      --token-file FILE  require "Authorization: Bearer <token>" with the
+                         token in FILE (surrounding whitespace ignored);
+                         default: $COHORT_COORDINATOR_TOKEN, or none
+      --data-dir DIR     where the state's journal and snapshots go
+                         (default: state in memory only)
+  -h, --help             this help
+      --version          print the version
+
+Exit status: 0 after a signal, 1 when the server cannot start, 2 for bad
+usage.
+)help";
+
+[[noreturn]] void usage(std::string message) {
+    throw cohort::Error(cohort::Errc::invalid_argument, std::move(message));
+}
+
+std::string read_token(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) usage(fmt::format("--token-file: cannot read '{}'", path));
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string token = text.str();
+    const auto first = token.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) usage(fmt::format("--token-file: '{}' is empty", path));
+    token = token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
+    return token;
+}
+
+// Empty after printing help or the version.
+std::optional<cohort::CoordinatorOptions> parse_options(int argc, char** argv) {
+    cohort::CoordinatorOptions options;
+    cohort_examples::Args args(argc, argv);
+    std::string_view arg;
+    while (args.next(arg)) {
+        if (cohort_examples::Args::help_or_version(arg, kHelp, "cohort-coordinator")) {
+            return std::nullopt;
+        } else if (arg == "--host") {
+            options.host = args.value();
+        } else if (arg == "-p" || arg == "--port") {
+            const std::string_view text = args.value();
+            uint16_t port = 0;
+            const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
+            if (ec != std::errc() || end != text.data() + text.size()) {
+                usage(fmt::format("{}: expected a port number 0..65535, got '{}'", arg, text));
+            }
+            options.port = port;
+        } else if (arg == "--token-file") {
+            options.token = read_token(std::string(args.value()));
+        } else if (arg == "--data-dir") {
+            options.data_dir = std::string(args.value());
+        } else if (arg.starts_with("-")) {
+            usage(fmt::format("unknown option '{}' (see --help)", args.current()));
+        } else {
+            usage(fmt::format("unexpected argument '{}' (cohort-coordinator takes options only; see --help)", arg));
+        }
+    }
+    return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::optional<cohort::CoordinatorOptions> options;
+    try {
+        options = parse_options(argc, argv);
+    } catch (const cohort::Error& e) {
+        fmt::print(stderr, "cohort-coordinator: {}\n", e.what());
+        return 2;
+    }
+    if (!options) return 0;
+
+    // Block the signals before the server's thread starts, so only this
+    // thread receives them, then wait for one.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    try {
+        cohort::Coordinator coordinator(std::move(*options));
+        fmt::print("{}\n", coordinator.url());
+        std::fflush(stdout);
+        int signal = 0;
+        sigwait(&signals, &signal);
+        fmt::print(stderr, "cohort-coordinator: {}, stopping\n", signal == SIGINT ? "interrupted" : "terminated");
+        coordinator.stop();
+    } catch (const cohort::Error& e) {
+        fmt::print(stderr, "cohort-coordinator: {}\n", e.what());
+        return 1;
+    }
+    return 0;
+}

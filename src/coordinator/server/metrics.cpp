@@ -1,0 +1,120 @@
+// GET /metrics: the state's per-job figures and the server's own
+// (heartbeat latency, responses) in Prometheus' text format.
+#include "coordinator/server/server.hpp"
+
+#include <fmt/format.h>
+
+namespace cohort {
+
+namespace {
+
+// Label values are quoted: backslash, quote and newline are escaped.
+std::string label(std::string_view value) {
+    std::string out;
+    for (char c : value) {
+        if (c == '\\' || c == '"') out += '\\';
+        if (c == '\n') {
+            out += "\\n";
+            continue;
+        }
+        out += c;
+    }
+    return out;
+}
+
+void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+}  // namespace
+
+std::string Coordinator::Impl::prometheus() const {
+    const std::vector<coord::JobMetrics> jobs = state.metrics();
+    std::string out;
+    header(out, "cohort_coordinator_jobs", "gauge", "Jobs the coordinator serves.");
+    out += fmt::format("cohort_coordinator_jobs {}\n", jobs.size());
+
+    header(out, "cohort_coordinator_members", "gauge", "Members of each job by state.");
+    for (const auto& m : jobs) {
+        for (int s = 0; s < coord::kMemberStateCount; ++s) {
+            out += fmt::format("cohort_coordinator_members{{job=\"{}\",state=\"{}\"}} {}\n", label(m.job),
+                               coord::to_string(static_cast<coord::MemberState>(s)), m.members[s]);
+        }
+    }
+    header(out, "cohort_coordinator_generation", "gauge", "The generation of each job's current world.");
+    for (const auto& m : jobs) {
+        out += fmt::format("cohort_coordinator_generation{{job=\"{}\"}} {}\n", label(m.job), m.generation);
+    }
+    header(out, "cohort_coordinator_rounds_total", "counter", "Rounds closed in each job.");
+    for (const auto& m : jobs) {
+        out += fmt::format("cohort_coordinator_rounds_total{{job=\"{}\"}} {}\n", label(m.job), m.generation);
+    }
+    header(out, "cohort_coordinator_store_ops_total", "counter",
+           "Key-value store calls served for each job since this process started, by operation.");
+    for (const auto& m : jobs) {
+        for (int op = 0; op < coord::kStoreOpCount; ++op) {
+            out += fmt::format("cohort_coordinator_store_ops_total{{job=\"{}\",op=\"{}\"}} {}\n", label(m.job),
+                               coord::to_string(static_cast<coord::StoreOp>(op)), m.store_ops[op]);
+        }
+    }
+    header(out, "cohort_coordinator_store_keys", "gauge", "Keys in the store of each job's current generation.");
+    for (const auto& m : jobs) {
+        out += fmt::format("cohort_coordinator_store_keys{{job=\"{}\"}} {}\n", label(m.job), m.store_keys);
+    }
+    header(out, "cohort_coordinator_shards", "gauge", "Dataset shards of each job by status, summed over epochs.");
+    for (const auto& m : jobs) {
+        out += fmt::format(
+            "cohort_coordinator_shards{{job=\"{0}\",status=\"todo\"}} {1}\n"
+            "cohort_coordinator_shards{{job=\"{0}\",status=\"leased\"}} {2}\n"
+            "cohort_coordinator_shards{{job=\"{0}\",status=\"done\"}} {3}\n",
+            label(m.job), m.shards_todo, m.shards_leased, m.shards_done);
+    }
+    header(out, "cohort_coordinator_shard_leases_total", "counter",
+           "Shard leases of each job: granted, requeued (expired or member gone), late and duplicate reports.");
+    for (const auto& m : jobs) {
+        out += fmt::format(
+            "cohort_coordinator_shard_leases_total{{job=\"{0}\",event=\"granted\"}} {1}\n"
+            "cohort_coordinator_shard_leases_total{{job=\"{0}\",event=\"requeued\"}} {2}\n"
+            "cohort_coordinator_shard_leases_total{{job=\"{0}\",event=\"late\"}} {3}\n"
+            "cohort_coordinator_shard_leases_total{{job=\"{0}\",event=\"duplicate\"}} {4}\n",
+            label(m.job), m.leases.granted, m.leases.requeued, m.leases.late, m.leases.duplicate);
+    }
+    out += heartbeat_latency.prometheus("cohort_coordinator_heartbeat_seconds",
+                                        "Time the coordinator took to handle a heartbeat request.");
+    header(out, "cohort_coordinator_responses_total", "counter", "HTTP responses sent, by status class.");
+    for (std::size_t c = 1; c < responses.size(); ++c) {
+        out += fmt::format("cohort_coordinator_responses_total{{class=\"{}xx\"}} {}\n", c, responses[c]);
+    }
+    header(out, "cohort_coordinator_connections", "gauge", "Open client connections.");
+    out += fmt::format("cohort_coordinator_connections {}\n", sessions.size());
+    header(out, "cohort_coordinator_parked_requests", "gauge", "Store gets and waits waiting for keys.");
+    std::size_t waiting = 0;
+    for (const auto& [job, list] : parked) waiting += list.reads.size();
+    out += fmt::format("cohort_coordinator_parked_requests {}\n", waiting);
+    return out;
+}
+
+}  // namespace cohort
+
+namespace cohort::coord::server {
+
+void LatencyHistogram::record(double seconds) {
+    std::size_t i = 0;
+    while (i < kBounds.size() && seconds > kBounds[i]) ++i;
+    ++counts_[i];
+    sum_ += seconds;
+    ++count_;
+}
+
+std::string LatencyHistogram::prometheus(std::string_view name, std::string_view help) const {
+    std::string out = fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+    uint64_t cumulative = 0;
+    for (std::size_t i = 0; i < kBounds.size(); ++i) {
+        cumulative += counts_[i];
+        out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, kBounds[i], cumulative);
+    }
+    out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, sum_, name, count_);
+    return out;
+}
+
+}  // namespace cohort::coord::server

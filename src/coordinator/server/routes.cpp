@@ -1,0 +1,269 @@
+// What each request does: authorisation, routing, and the job, rendezvous
+// and shard routes. The store's routes are in store_routes.cpp.
+#include "coordinator/server/request_body.hpp"
+#include "coordinator/server/session.hpp"
+#include "coordinator/state/dataset_plan.hpp"
+#include "coordinator/state/descriptor.hpp"
+#include "coordinator/state/json_fields.hpp"
+#include "coordinator/state/json_parse.hpp"
+#include "core/json_text.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+
+#include <fmt/format.h>
+
+namespace cohort::coord::server {
+
+namespace json = boost::json;
+namespace http = boost::beast::http;
+
+json::value body_json(const Request& request, std::string_view what) {
+    if (request.body().empty()) {
+        throw Error(Errc::invalid_argument, fmt::format("{}: the body is empty; send a JSON object", what));
+    }
+    try {
+        return parse_json(request.body());
+    } catch (const Error& e) {
+        throw Error(Errc::parse, fmt::format("{}: {}", what, e.what()));
+    }
+}
+
+Response method_not_allowed(const Request& request, std::string_view allow) {
+    Response r =
+        error_response(405, "method_not_allowed",
+                       fmt::format("{} {}: method not allowed; this path takes {}",
+                                   std::string(request.method_string()), std::string(request.target()), allow));
+    r.allow = allow;
+    return r;
+}
+
+namespace {
+
+Response no_route(const Request& request) {
+    return error_response(404, "no_route",
+                          fmt::format("{} {}: no such route (the API is under /v1/jobs; see docs/coordinator.md)",
+                                      std::string(request.method_string()), std::string(request.target())));
+}
+
+std::string member_field(const json::value& body, std::string_view where) {
+    FieldReader reader(body, std::string(where), Errc::invalid_argument);
+    reader.allow({"member"});
+    return reader.string("member");
+}
+
+json::object job_summary(const Job& j) {
+    json::object o;
+    o["name"] = j.name();
+    o["phase"] = j.phase();
+    o["generation"] = j.generation();
+    o["world_size"] = j.world().size();
+    o["members"] = j.members().size();
+    return o;
+}
+
+}  // namespace
+
+}  // namespace cohort::coord::server
+
+namespace cohort {
+
+using coord::server::body_json;
+using coord::server::error_response;
+using coord::server::json_response;
+using coord::server::method_not_allowed;
+using coord::server::no_route;
+namespace json = boost::json;
+namespace http = boost::beast::http;
+
+bool Coordinator::Impl::authorised(const Request& request) const {
+    if (options.token.empty()) return true;
+    const auto it = request.find(http::field::authorization);
+    if (it == request.end()) return false;
+    const std::string_view value(it->value().data(), it->value().size());
+    constexpr std::string_view kScheme = "Bearer ";
+    if (value.size() < kScheme.size() || !std::equal(kScheme.begin(), kScheme.end(), value.begin(), [](char a, char b) {
+            return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+        })) {
+        return false;
+    }
+    return coord::server::equal_in_constant_time(value.substr(kScheme.size()), options.token);
+}
+
+std::optional<coord::server::Response> Coordinator::Impl::route(const std::shared_ptr<HttpSession>& session,
+                                                                const Request& request) {
+    const auto started = std::chrono::steady_clock::now();
+    const coord::server::Target target = coord::server::parse_target(request.target());
+    const auto& p = target.path;
+    const http::verb method = request.method();
+    const bool get = method == http::verb::get, post = method == http::verb::post;
+
+    if (p.empty()) {
+        if (!get) return method_not_allowed(request, "GET");
+        Response r;
+        r.body = status_page();
+        r.content_type = "text/html; charset=utf-8";
+        return r;
+    }
+    if (!authorised(request)) {
+        return error_response(401, "unauthorized",
+                              request.find(http::field::authorization) == request.end()
+                                  ? "this coordinator needs \"Authorization: Bearer <token>\" on every request"
+                                  : "the bearer token does not match the coordinator's");
+    }
+    if (p.size() == 1 && p[0] == "metrics") {
+        if (!get) return method_not_allowed(request, "GET");
+        Response r;
+        r.body = prometheus();
+        r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+        return r;
+    }
+    if (p.size() < 2 || p[0] != "v1" || p[1] != "jobs") return no_route(request);
+
+    if (p.size() == 2) {
+        if (get) {
+            json::array jobs;
+            for (const auto& [name, j] : state.jobs()) jobs.push_back(coord::server::job_summary(j));
+            json::object o;
+            o["jobs"] = std::move(jobs);
+            return json_response(o);
+        }
+        if (!post) return method_not_allowed(request, "GET, POST");
+        const json::value body = body_json(request, "create job");
+        coord::FieldReader reader(body, "create job", Errc::invalid_argument);
+        reader.allow({"name", "settings"});
+        const std::string name = reader.string("name");
+        coord::JobSettings settings;
+        if (const json::value* s = reader.find("settings")) settings = coord::settings_from_json(*s);
+        const bool existed = state.find_job(name) != nullptr;
+        const double t = now();
+        state.create_job(name, settings, t);
+        if (!existed) changed(name);
+        return json_response(state.job(name).view(t), existed ? 200 : 201);
+    }
+
+    const std::string& job = p[2];
+    if (p.size() == 3) {
+        if (get) return json_response(state.job(job).view(now()));
+        if (method != http::verb::delete_) return method_not_allowed(request, "GET, DELETE");
+        state.delete_job(job, now());
+        worlds.erase(job);
+        changed(job);
+        json::object o;
+        o["deleted"] = job;
+        return json_response(o);
+    }
+
+    const std::string& action = p[3];
+    if (action == "store" && p.size() >= 5) return store_route(session, request, target);
+    if (p.size() == 5 && action == "shards" && (p[4] == "next" || p[4] == "done")) {
+        if (!post) return method_not_allowed(request, "POST");
+        const std::string where = fmt::format("shards/{} of job '{}'", p[4], job);
+        const json::value body = body_json(request, where);
+        coord::FieldReader reader(body, where, Errc::invalid_argument);
+        if (p[4] == "next") {
+            reader.allow({"member"});
+            const auto next = state.next_shard(job, reader.string("member"), now());
+            changed(job);
+            return json_response(coord::to_json(next));
+        }
+        reader.allow({"member", "lease"});
+        const auto outcome = state.shard_done(job, reader.string("member"), reader.uint("lease"), now());
+        changed(job);
+        return json_response(coord::to_json(outcome));
+    }
+    if (p.size() != 4) return no_route(request);
+
+    if (action == "world") {
+        if (!get) return method_not_allowed(request, "GET");
+        const auto member_it = target.query.find("member");
+        if (member_it == target.query.end() || member_it->second.empty()) {
+            throw Error(Errc::invalid_argument, fmt::format("world of job '{}': name the member: ?member=ID", job));
+        }
+        const std::string& member = member_it->second;
+        const coord::Job& j = state.job(job);
+        const coord::Member* m = j.find_member(member);
+        if (m == nullptr || m->state != coord::MemberState::active) {
+            // Waiting: no world yet; any other state: the state's error.
+            if (!state.world(job, member)) {
+                json::object o;
+                o["state"] = "waiting";
+                o["generation"] = j.generation();
+                return json_response(o);
+            }
+        }
+        // Every member of a generation shares the peers array; only its own
+        // place differs.
+        const coord::World& w = j.world();
+        coord::server::WorldCache& cache = worlds[job];
+        if (cache.generation != w.generation || cache.formed_at != w.formed_at || cache.peers.empty()) {
+            json::array peers;
+            peers.reserve(w.size());
+            for (uint32_t r = 0; r < w.size(); ++r) {
+                json::object o;
+                o["rank"] = r;
+                o["id"] = w.slots[r].id;
+                o["host"] = w.slots[r].host;
+                o["address"] = w.slots[r].address;
+                peers.push_back(std::move(o));
+            }
+            cache = {w.generation, w.formed_at, detail::to_text(peers)};
+        }
+        const coord::WorldSlot& mine = w.slots[m->rank];
+        Response r;
+        r.body = fmt::format(
+            R"({{"state":"active","generation":{},"rank":{},"world_size":{},"local_rank":{},"local_world_size":{},"node_rank":{},"peers":{}}})",
+            w.generation, m->rank, w.size(), mine.local_rank, mine.local_world_size, mine.node_rank, cache.peers);
+        return r;
+    }
+
+    if (action == "join" || action == "heartbeat" || action == "leave" || action == "round" || action == "dataset") {
+        if (!post) return method_not_allowed(request, "POST");
+    } else {
+        return no_route(request);
+    }
+    const std::string where = fmt::format("{} job '{}'", action, job);
+    const json::value body = body_json(request, where);
+    if (action == "join") {
+        const coord::JoinReply reply = state.join(job, coord::descriptor_from_json(body, where), now());
+        changed(job);
+        return json_response(coord::to_json(reply));
+    }
+    if (action == "heartbeat") {
+        coord::FieldReader reader(body, where, Errc::invalid_argument);
+        reader.allow({"member", "generation", "metrics"});
+        std::optional<coord::HeartbeatMetrics> metrics;
+        if (const json::value* m = reader.find("metrics")) {
+            metrics = coord::metrics_from_json(*m, where + ": metrics");
+        }
+        const coord::HeartbeatReply reply =
+            state.heartbeat(job, reader.string("member"), reader.uint("generation"), std::move(metrics), now());
+        changed(job);
+        Response r = json_response(coord::to_json(reply));
+        heartbeat_latency.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        return r;
+    }
+    if (action == "leave") {
+        const std::string member = coord::server::member_field(body, where);
+        state.leave(job, member, now());
+        changed(job);
+        json::object o;
+        o["left"] = member;
+        return json_response(o);
+    }
+    if (action == "round") {
+        state.request_round(job, coord::server::member_field(body, where), now());
+        changed(job);
+        json::object o;
+        o["round_open"] = state.job(job).round_open();
+        o["generation"] = state.job(job).generation();
+        return json_response(o);
+    }
+    // dataset
+    const bool had = state.job(job).shards() != nullptr;
+    state.register_dataset(job, coord::plan_from_json(body), now());
+    changed(job);
+    return json_response(coord::to_json(state.job(job).shards()->plan()), had ? 200 : 201);
+}
+
+}  // namespace cohort

@@ -1,0 +1,139 @@
+// The coordinator server's insides, shared by server.cpp (lifecycle, ticks,
+// accepting), session.cpp (one HTTP connection), routes.cpp and
+// store_routes.cpp (what each request does) and metrics.cpp. Everything
+// here runs on the server's one io thread, so nothing needs a lock.
+#pragma once
+
+#include "coordinator/server/http_reply.hpp"
+#include "coordinator/server/latency.hpp"
+#include "coordinator/server/target.hpp"
+#include "coordinator/state/state.hpp"
+
+#include <cohort/coordinator.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+namespace cohort::coord::server {
+
+class HttpSession;
+using Request = boost::beast::http::request<boost::beast::http::string_body>;
+
+// A store get or wait whose keys are not all set: it waits, off the io
+// thread's critical path, until they are, the timeout passes or the
+// generation changes.
+struct ParkedRead {
+    explicit ParkedRead(boost::asio::io_context& io) : timer(io) {}
+    std::shared_ptr<HttpSession> session;
+    std::string job;
+    uint64_t generation = 0;
+    std::vector<std::string> keys;
+    bool get = false;  // answer with the value of keys[0]
+    std::chrono::milliseconds timeout{0};
+    boost::asio::steady_timer timer;
+    bool done = false;
+};
+
+// A job's parked reads, and the store they last looked at.
+struct ParkedList {
+    std::vector<std::shared_ptr<ParkedRead>> reads;
+    uint64_t generation = 0, version = 0;
+};
+
+// GET .../world: the peers array is O(world size) to build; every member of
+// a generation shares it.
+struct WorldCache {
+    uint64_t generation = 0;
+    double formed_at = 0;
+    std::string peers;  // JSON text of the array
+};
+
+}  // namespace cohort::coord::server
+
+namespace cohort {
+
+struct Coordinator::Impl {
+    using HttpSession = coord::server::HttpSession;
+    using Response = coord::server::Response;
+    using Request = coord::server::Request;
+    using ParkedRead = coord::server::ParkedRead;
+
+    // How long a connection may sit between requests, or take to send one.
+    static constexpr std::chrono::seconds kReadTimeout{60};
+    static constexpr std::chrono::seconds kWriteTimeout{30};
+    static constexpr std::size_t kHeaderLimit = 16 * 1024;
+    // The longest a store get or wait may park.
+    static constexpr std::chrono::milliseconds kMaxWait{std::chrono::hours(1)};
+
+    explicit Impl(CoordinatorOptions opts);
+    ~Impl();
+
+    boost::asio::io_context io;  // first: destroyed last, after every socket and timer
+    boost::asio::ip::tcp::acceptor acceptor{io};
+    boost::asio::steady_timer accept_retry{io};
+    boost::asio::steady_timer ticker{io};
+    CoordinatorOptions options;
+    std::string url;
+    uint16_t port = 0;
+    std::thread thread;
+    bool stopping = false;
+
+    coord::CoordinatorState state;
+    // Called after every change to `state` (a mutating request, a tick that
+    // may have changed something), before the reply is sent: where the
+    // journal plugs in, taking state.take_events(). Unset: events are
+    // dropped.
+    std::function<void(coord::CoordinatorState&)> after_change;
+
+    std::unordered_set<std::shared_ptr<HttpSession>> sessions;
+    std::map<std::string, coord::server::ParkedList, std::less<>> parked;  // by job
+    std::map<std::string, coord::server::WorldCache, std::less<>> worlds;  // by job
+    coord::server::LatencyHistogram heartbeat_latency;
+    std::array<uint64_t, 6> responses{};  // by status class: 1xx..5xx, [0] unused
+
+    double now() const;
+    void bind();
+    void accept();
+    void schedule_tick();
+    void shutdown();
+    // After a change to `state`: the hook, then parked reads of `job` (all
+    // jobs when empty).
+    void changed(std::string_view job);
+
+    // routes.cpp: the answer now, or nothing when the request was parked
+    // (the session gets its answer later).
+    std::optional<Response> route(const std::shared_ptr<HttpSession>& session, const Request& request);
+    bool authorised(const Request& request) const;
+
+    // store_routes.cpp
+    std::optional<Response> store_route(const std::shared_ptr<HttpSession>& session, const Request& request,
+                                        const coord::server::Target& target);
+    void park(std::shared_ptr<ParkedRead> read);
+    void recheck(std::string_view job, coord::server::ParkedList& list, bool force);
+    void finish(const std::shared_ptr<ParkedRead>& read, Response response);
+
+    // metrics.cpp, page.cpp
+    std::string prometheus() const;
+    static std::string_view status_page();
+};
+
+}  // namespace cohort

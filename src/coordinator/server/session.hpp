@@ -1,0 +1,41 @@
+// One HTTP connection to the coordinator: a request, its answer, then the
+// next, in order. Reads and writes are bounded by timeouts, so a stalled
+// client holds nothing for long; a parked request waits for its answer
+// without reading further.
+#pragma once
+
+#include "coordinator/server/server.hpp"
+
+namespace cohort::coord::server {
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+public:
+    HttpSession(Coordinator::Impl& server, boost::asio::ip::tcp::socket socket);
+
+    void start() { read_request(); }
+    // The answer to the current request; then the next request is read
+    // (keep-alive) or the connection ends.
+    void reply(Response response);
+    void close();
+
+private:
+    void read_request();
+    void on_read(boost::beast::error_code ec);
+    void on_write(boost::beast::error_code ec);
+    // After an answer that ends the connection: stop sending, read and drop
+    // what the client still sends for a moment, so it can read the answer
+    // before the connection resets.
+    void drain();
+
+    Coordinator::Impl& server_;
+    boost::beast::tcp_stream stream_;
+    boost::beast::flat_buffer buffer_;
+    std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+    boost::beast::http::response<boost::beast::http::string_body> response_;
+    unsigned version_ = 11;
+    bool keep_alive_ = true;
+    bool closed_ = false;
+    std::array<char, 4096> scratch_{};
+};
+
+}  // namespace cohort::coord::server
