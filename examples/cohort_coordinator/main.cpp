@@ -34,13 +34,16 @@ options:
       --token-file FILE  require "Authorization: Bearer <token>" with the
                          token in FILE (surrounding whitespace ignored);
                          default: $COHORT_COORDINATOR_TOKEN, or none
-      --data-dir DIR     where the state's journal and snapshots go
-                         (default: state in memory only)
+      --data-dir DIR     keep the state in DIR (a journal and snapshots):
+                         started again on the same DIR after a crash or
+                         kill -9, it carries on with nothing answered lost;
+                         one coordinator per DIR (default: state in memory
+                         only)
   -h, --help             this help
       --version          print the version
 
-Exit status: 0 after a signal, 1 when the server cannot start, 2 for bad
-usage.
+Exit status: 0 after a signal, 1 when the server cannot start (the address
+is taken, DIR is in use or its journal is damaged), 2 for bad usage.
 )help";
 
 [[noreturn]] void usage(std::string message) {

@@ -1,5 +1,7 @@
 // The coordinator's HTTP API as a client sees it: a server hosted in the
 // test (cohort::Coordinator) and a small Beast client written here.
+#include "support.hpp"
+
 #include <cohort/coordinator.hpp>
 
 #include <gtest/gtest.h>
@@ -14,10 +16,14 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include <unistd.h>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -358,6 +364,86 @@ TEST(CoordinatorHttp, StopsWithAParkedRequestAndIdleConnections) {
     coordinator->stop();
     EXPECT_EQ(parked.get(), 0u);
     coordinator.reset();
+}
+
+// A data directory of its own, removed afterwards.
+class DataDir {
+public:
+    DataDir() {
+        path_ = std::filesystem::temp_directory_path() /
+                ("cohort-coordinator-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+        std::filesystem::remove_all(path_);
+    }
+    DataDir(const DataDir&) = delete;
+    DataDir& operator=(const DataDir&) = delete;
+    ~DataDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path_, ignored);
+    }
+    const std::filesystem::path& path() const { return path_; }
+
+private:
+    static inline int counter_ = 0;
+    std::filesystem::path path_;
+};
+
+TEST(CoordinatorHttp, DataDirectoryKeepsTheStateAcrossARestart) {
+    DataDir dir;
+    cohort::CoordinatorOptions options = test_options();
+    options.data_dir = dir.path();
+    long long lease = 0;
+    {
+        cohort::Coordinator coordinator(options);
+        Client c(coordinator.port());
+        one_node_job(c, "d");
+        ASSERT_EQ(c.call(http::verb::put, "/v1/jobs/d/store/1/addr", "10.0.0.1:29500").status, 200u);
+        ASSERT_EQ(c.post("/v1/jobs/d/dataset", R"({"shards":[{"id":"a"},{"id":"b"}]})").status, 201u);
+        const Reply first = c.post("/v1/jobs/d/shards/next", R"({"member":"n0"})");
+        lease = number_field(first.body, "lease");
+        ASSERT_GT(lease, 0) << first.body;
+    }
+    EXPECT_FALSE(std::filesystem::is_empty(dir.path()));
+    cohort::Coordinator coordinator(options);
+    Client c(coordinator.port());
+    const Reply job = c.get("/v1/jobs/d");
+    ASSERT_EQ(job.status, 200u) << job.body;
+    EXPECT_TRUE(contains(job.body, "\"generation\":1")) << job.body;
+    EXPECT_TRUE(contains(job.body, "\"state\":\"active\"")) << job.body;
+    const Reply value = c.get("/v1/jobs/d/store/1/addr");
+    EXPECT_EQ(value.status, 200u);
+    EXPECT_EQ(value.body, "10.0.0.1:29500");
+    const Reply done = c.post("/v1/jobs/d/shards/done", "{\"member\":\"n0\",\"lease\":" + std::to_string(lease) + "}");
+    EXPECT_TRUE(contains(done.body, "\"counted\":true")) << done.body;
+    const Reply metrics = c.get("/metrics");
+    EXPECT_TRUE(contains(metrics.body, "cohort_coordinator_journal_seq ")) << metrics.body;
+}
+
+TEST(CoordinatorHttp, TwoCoordinatorsCannotShareADataDirectory) {
+    DataDir dir;
+    cohort::CoordinatorOptions options = test_options();
+    options.data_dir = dir.path();
+    std::optional<cohort::Coordinator> first(std::in_place, options);
+    const std::string message =
+        cohort::test::error_message(cohort::Errc::unavailable, [&] { cohort::Coordinator second(options); });
+    EXPECT_TRUE(contains(message, dir.path().string())) << message;
+    EXPECT_TRUE(contains(message, "another coordinator holds")) << message;
+    first.reset();  // the lock goes with it
+    cohort::Coordinator third(options);
+    Client c(third.port());
+    EXPECT_EQ(c.get("/v1/jobs").status, 200u);
+}
+
+TEST(CoordinatorHttp, ACorruptJournalStopsTheStart) {
+    DataDir dir;
+    cohort::CoordinatorOptions options = test_options();
+    options.data_dir = dir.path();
+    std::filesystem::create_directories(dir.path());
+    const auto journal = dir.path() / "journal-00000000000000000000.jsonl";
+    std::ofstream(journal) << "not a journal line\n{}\n";
+    const std::string message =
+        cohort::test::error_message(cohort::Errc::parse, [&] { cohort::Coordinator coordinator(options); });
+    EXPECT_TRUE(contains(message, journal.string())) << message;
+    EXPECT_TRUE(contains(message, "byte 0")) << message;
 }
 
 }  // namespace

@@ -91,6 +91,19 @@ std::string Coordinator::Impl::prometheus() const {
     std::size_t waiting = 0;
     for (const auto& [job, list] : parked) waiting += list.reads.size();
     out += fmt::format("cohort_coordinator_parked_requests {}\n", waiting);
+    if (durable) {
+        const coord::JournalStats journal = durable->stats();
+        header(out, "cohort_coordinator_journal_seq", "gauge", "The newest journaled event's sequence number.");
+        out += fmt::format("cohort_coordinator_journal_seq {}\n", journal.last_seq);
+        header(out, "cohort_coordinator_journal_events_total", "counter", "Events journaled by this process.");
+        out += fmt::format("cohort_coordinator_journal_events_total {}\n", journal.events);
+        header(out, "cohort_coordinator_journal_bytes_total", "counter", "Journal bytes written by this process.");
+        out += fmt::format("cohort_coordinator_journal_bytes_total {}\n", journal.bytes);
+        header(out, "cohort_coordinator_journal_syncs_total", "counter", "Journal fsyncs by this process.");
+        out += fmt::format("cohort_coordinator_journal_syncs_total {}\n", journal.syncs);
+        header(out, "cohort_coordinator_snapshots_total", "counter", "Snapshots written by this process.");
+        out += fmt::format("cohort_coordinator_snapshots_total {}\n", journal.snapshots);
+    }
     return out;
 }
 

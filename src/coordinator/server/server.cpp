@@ -1,17 +1,22 @@
 // Coordinator: binding, the io thread, accepting connections, the tick that
 // lets time-driven changes happen (failures, rounds, timeouts, lease
-// expiry), and shutting down.
+// expiry), the journal when there is a data directory, and shutting down.
 #include "coordinator/server/server.hpp"
 #include "coordinator/server/session.hpp"
 
 #include <boost/asio/post.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 namespace cohort {
 
@@ -23,7 +28,48 @@ CoordinatorOptions::CoordinatorOptions() {
     if (const char* token_env = std::getenv("COHORT_COORDINATOR_TOKEN")) token = token_env;
 }
 
-Coordinator::Impl::Impl(CoordinatorOptions opts) : options(std::move(opts)) {
+namespace coord::server {
+
+DataDirLock::DataDirLock(const std::filesystem::path& dir) {
+    if (dir.empty()) return;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+        throw Error(Errc::io,
+                    fmt::format("coordinator: cannot create data directory '{}': {}", dir.string(), ec.message()));
+    }
+    const std::filesystem::path path = dir / "lock";
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+        throw Error(Errc::io, fmt::format("coordinator: cannot open '{}': {}", path.string(), std::strerror(errno)));
+    }
+    int rc = 0;
+    do {
+        rc = ::flock(fd_, LOCK_EX | LOCK_NB);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+        const int err = errno;
+        ::close(fd_);
+        fd_ = -1;
+        if (err == EWOULDBLOCK) {
+            throw Error(Errc::unavailable,
+                        fmt::format("coordinator: the data directory '{}' is in use: another coordinator holds its "
+                                    "lock ({}); stop that one first, or give this one another data directory",
+                                    dir.string(), path.string()));
+        }
+        throw Error(Errc::io, fmt::format("coordinator: cannot lock '{}': {}", path.string(), std::strerror(err)));
+    }
+}
+
+DataDirLock::~DataDirLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+}  // namespace coord::server
+
+namespace {
+
+CoordinatorOptions checked(CoordinatorOptions options) {
     if (!options.clock) {
         options.clock = [] {
             return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -34,14 +80,31 @@ Coordinator::Impl::Impl(CoordinatorOptions opts) : options(std::move(opts)) {
                     fmt::format("coordinator: tick must be positive, not {} ms", options.tick.count()));
     }
     if (options.body_limit == 0) throw Error(Errc::invalid_argument, "coordinator: body_limit must be positive");
-    if (!options.data_dir.empty()) {
-        // The journal (not written yet) will live here; fail now, not later.
-        std::error_code ec;
-        std::filesystem::create_directories(options.data_dir, ec);
-        if (ec) {
-            throw Error(Errc::io, fmt::format("coordinator: cannot create data directory '{}': {}",
-                                              options.data_dir.string(), ec.message()));
-        }
+    return options;
+}
+
+// Loads the data directory (after its lock is held). Torn last lines and
+// leftovers are warnings on stderr; corruption is the Error(parse) that
+// stops the coordinator from starting.
+std::optional<coord::DurableState> open_journal(const std::filesystem::path& dir) {
+    if (dir.empty()) return std::nullopt;
+    return coord::DurableState::open(dir, coord::JournalOptions{}, [](const std::string& warning) {
+        std::fprintf(stderr, "cohort-coordinator: warning: %s\n", warning.c_str());
+    });
+}
+
+}  // namespace
+
+Coordinator::Impl::Impl(CoordinatorOptions opts)
+    : options(checked(std::move(opts))),
+      lock(options.data_dir),
+      durable(open_journal(options.data_dir)),
+      state(durable ? durable->state() : memory_state) {
+    if (durable) {
+        // The outage is nobody's silence: heartbeat and lease clocks start
+        // again now, and that restart is journaled too.
+        state.resume(now());
+        durable->commit();
     }
 }
 
@@ -112,17 +175,32 @@ void Coordinator::Impl::schedule_tick() {
         if (ec || stopping) return;
         try {
             state.tick(now());
+            changed("");
+            last_tick_error.clear();
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "cohort-coordinator: tick: %s\n", e.what());
+            // Once per distinct error: a broken journal fails every tick.
+            if (last_tick_error != e.what()) {
+                last_tick_error = e.what();
+                std::fprintf(stderr, "cohort-coordinator: tick: %s\n", e.what());
+            }
         }
-        changed("");
         schedule_tick();
     });
 }
 
 void Coordinator::Impl::changed(std::string_view job) {
-    if (after_change) {
-        after_change(state);
+    if (durable) {
+        // Written to the kernel before the caller replies: a kill -9 from
+        // here on loses nothing. A write that fails leaves the journal
+        // unusable; clients get 503 and retry until an operator restarts
+        // the coordinator, which recovers from the directory.
+        try {
+            durable->commit();
+        } catch (const Error& e) {
+            if (e.code() != Errc::io) throw;
+            throw Error(Errc::unavailable, fmt::format("the coordinator cannot save changes: {}", e.what()));
+        }
+        schedule_sync();
     } else {
         state.take_events();
     }
@@ -134,6 +212,26 @@ void Coordinator::Impl::changed(std::string_view job) {
     std::erase_if(parked, [](const auto& entry) { return entry.second.reads.empty(); });
 }
 
+void Coordinator::Impl::schedule_sync() {
+    if (sync_armed || stopping) return;
+    const auto deadline = durable->sync_deadline();
+    if (!deadline) return;
+    sync_armed = true;
+    syncer.expires_at(*deadline);
+    syncer.async_wait([this](error_code ec) {
+        sync_armed = false;
+        if (ec || stopping) return;
+        try {
+            // A commit since may have synced, or moved the deadline.
+            if (durable->sync_due(coord::DurableState::Clock::now())) durable->sync();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "cohort-coordinator: journal: %s\n", e.what());
+            return;
+        }
+        schedule_sync();
+    });
+}
+
 void Coordinator::Impl::shutdown() {
     if (stopping) return;
     stopping = true;
@@ -141,6 +239,15 @@ void Coordinator::Impl::shutdown() {
     acceptor.close(ignored);
     accept_retry.cancel();
     ticker.cancel();
+    syncer.cancel();
+    if (durable) {
+        // A clean stop leaves a snapshot, so the next start replays nothing.
+        try {
+            durable->snapshot();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "cohort-coordinator: cannot write the final snapshot: %s\n", e.what());
+        }
+    }
     for (auto& [job, list] : parked) {
         for (auto& read : list.reads) {
             read->done = true;
@@ -156,8 +263,6 @@ void Coordinator::Impl::shutdown() {
 
 Coordinator::Coordinator(CoordinatorOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
     impl_->bind();
-    // The journal, when it comes, loads saved state here and calls
-    // state.resume(), then plugs itself into after_change.
     impl_->accept();
     impl_->schedule_tick();
     impl_->thread = std::thread([impl = impl_.get()] {

@@ -4,6 +4,7 @@
 // here runs on the server's one io thread, so nothing needs a lock.
 #pragma once
 
+#include "coordinator/journal/durable_state.hpp"
 #include "coordinator/server/http_reply.hpp"
 #include "coordinator/server/latency.hpp"
 #include "coordinator/server/target.hpp"
@@ -23,7 +24,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <functional>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -67,6 +68,20 @@ struct WorldCache {
     std::string peers;  // JSON text of the array
 };
 
+// An exclusive flock(2) on <data dir>/lock, held for the server's life, so
+// that two coordinators never append to the same journal. Nothing to hold
+// for an empty path. Error(unavailable) when another process holds it.
+class DataDirLock {
+public:
+    explicit DataDirLock(const std::filesystem::path& dir);
+    DataDirLock(const DataDirLock&) = delete;
+    DataDirLock& operator=(const DataDirLock&) = delete;
+    ~DataDirLock();
+
+private:
+    int fd_ = -1;
+};
+
 }  // namespace cohort::coord::server
 
 namespace cohort {
@@ -91,18 +106,22 @@ struct Coordinator::Impl {
     boost::asio::ip::tcp::acceptor acceptor{io};
     boost::asio::steady_timer accept_retry{io};
     boost::asio::steady_timer ticker{io};
+    boost::asio::steady_timer syncer{io};  // the journal's batched fsync
+    bool sync_armed = false;
     CoordinatorOptions options;
     std::string url;
     uint16_t port = 0;
     std::thread thread;
     bool stopping = false;
+    std::string last_tick_error;  // printed once, not every tick
 
-    coord::CoordinatorState state;
-    // Called after every change to `state` (a mutating request, a tick that
-    // may have changed something), before the reply is sent: where the
-    // journal plugs in, taking state.take_events(). Unset: events are
-    // dropped.
-    std::function<void(coord::CoordinatorState&)> after_change;
+    // With options.data_dir: the directory's lock, then the state loaded
+    // from it and journaled; without, the state lives in memory_state.
+    // `state` is whichever of the two is in use.
+    coord::server::DataDirLock lock;
+    std::optional<coord::DurableState> durable;
+    coord::CoordinatorState memory_state;
+    coord::CoordinatorState& state;
 
     std::unordered_set<std::shared_ptr<HttpSession>> sessions;
     std::map<std::string, coord::server::ParkedList, std::less<>> parked;  // by job
@@ -115,9 +134,12 @@ struct Coordinator::Impl {
     void accept();
     void schedule_tick();
     void shutdown();
-    // After a change to `state`: the hook, then parked reads of `job` (all
-    // jobs when empty).
+    // After a change to `state`, before any reply: commits its events to
+    // the journal (or drops them without one), then rechecks the parked
+    // reads of `job` (all jobs when empty).
     void changed(std::string_view job);
+    // Arms `syncer` for the journal's next fsync deadline, if any.
+    void schedule_sync();
 
     // routes.cpp: the answer now, or nothing when the request was parked
     // (the session gets its answer later).
