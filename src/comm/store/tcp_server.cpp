@@ -3,6 +3,8 @@
 // waiters, the connections), so no handler ever races another and the map
 // needs no lock; nothing on that thread blocks.
 #include "comm/store/tcp_server.hpp"
+
+#include "core/accept_loop.hpp"
 #include "comm/store/backends.hpp"
 
 #include <cohort/error.hpp>
@@ -91,24 +93,16 @@ void StoreServer::Impl::bind(const std::string& host, uint16_t wanted_port) {
 }
 
 void StoreServer::Impl::accept() {
-    acceptor.async_accept([this](error_code ec, tcp::socket socket) {
-        if (stopping || ec == asio::error::operation_aborted) return;
-        if (ec) {
-            // Out of descriptors, say: pause rather than spin on the error.
+    detail::accept_connections(
+        acceptor, accept_retry, stopping,
+        [this](tcp::socket socket) {
+            auto session = std::make_shared<Session>(*this, std::move(socket));
+            sessions.insert(session);
+            session->start();
+        },
+        [this](const error_code& ec) {
             fmt::print(stderr, "cohort: store server {}: accept failed: {}\n", url, ec.message());
-            accept_retry.expires_after(std::chrono::milliseconds(100));
-            accept_retry.async_wait([this](error_code wait_ec) {
-                if (!wait_ec && !stopping) accept();
-            });
-            return;
-        }
-        error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        auto session = std::make_shared<Session>(*this, std::move(socket));
-        sessions.insert(session);
-        session->start();
-        accept();
-    });
+        });
 }
 
 void StoreServer::Impl::shutdown() {

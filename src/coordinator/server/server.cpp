@@ -2,6 +2,8 @@
 // lets time-driven changes happen (failures, rounds, timeouts, lease
 // expiry), the journal when there is a data directory, and shutting down.
 #include "coordinator/server/server.hpp"
+
+#include "core/accept_loop.hpp"
 #include "coordinator/server/session.hpp"
 
 #include <boost/asio/post.hpp>
@@ -149,24 +151,14 @@ void Coordinator::Impl::bind() {
 }
 
 void Coordinator::Impl::accept() {
-    acceptor.async_accept([this](error_code ec, tcp::socket socket) {
-        if (stopping) return;
-        if (ec) {
-            // Out of descriptors, most likely: try again shortly rather
-            // than spin or give up.
-            accept_retry.expires_after(std::chrono::milliseconds(100));
-            accept_retry.async_wait([this](error_code wait_ec) {
-                if (!wait_ec && !stopping) accept();
-            });
-            return;
-        }
-        error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        auto session = std::make_shared<HttpSession>(*this, std::move(socket));
-        sessions.insert(session);
-        session->start();
-        accept();
-    });
+    detail::accept_connections(
+        acceptor, accept_retry, stopping,
+        [this](tcp::socket socket) {
+            auto session = std::make_shared<HttpSession>(*this, std::move(socket));
+            sessions.insert(session);
+            session->start();
+        },
+        [](const error_code&) {});
 }
 
 void Coordinator::Impl::schedule_tick() {

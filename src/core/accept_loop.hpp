@@ -1,0 +1,41 @@
+// The accept loop both of cohort's servers run (the tcp:// store and the
+// coordinator): hand each connection over with TCP_NODELAY set, and on an
+// accept error (out of descriptors, most likely) wait a moment and try
+// again rather than spin or give up.
+#pragma once
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <utility>
+
+namespace cohort::detail {
+
+// `stopping` is read on the io thread only. on_error(ec) is told of each
+// failed accept before the pause.
+template <typename OnSocket, typename OnError>
+void accept_connections(boost::asio::ip::tcp::acceptor& acceptor, boost::asio::steady_timer& retry,
+                        const bool& stopping, OnSocket on_socket, OnError on_error) {
+    using boost::system::error_code;
+    acceptor.async_accept([&acceptor, &retry, &stopping, on_socket = std::move(on_socket),
+                           on_error = std::move(on_error)](error_code ec, boost::asio::ip::tcp::socket socket) mutable {
+        if (stopping || ec == boost::asio::error::operation_aborted) return;
+        if (ec) {
+            on_error(ec);
+            retry.expires_after(std::chrono::milliseconds(100));
+            retry.async_wait([&acceptor, &retry, &stopping, on_socket = std::move(on_socket),
+                              on_error = std::move(on_error)](error_code wait_ec) mutable {
+                if (!wait_ec && !stopping)
+                    accept_connections(acceptor, retry, stopping, std::move(on_socket), std::move(on_error));
+            });
+            return;
+        }
+        error_code ignored;
+        socket.set_option(boost::asio::ip::tcp::no_delay(true), ignored);
+        on_socket(std::move(socket));
+        accept_connections(acceptor, retry, stopping, std::move(on_socket), std::move(on_error));
+    });
+}
+
+}  // namespace cohort::detail
