@@ -968,6 +968,103 @@ COHORT_API int cohort_launch_env_note(const cohort_launch_env* env, uint32_t ind
 COHORT_API int cohort_init_from_env(const cohort_comm_options* options, cohort_comm** out,
                                     const char** source);
 
+/* ------------------------------------------------------------- coordinator */
+
+/* The elastic coordinator (docs/coordinator.md): a server hosted in this
+ * process, and a client of any coordinator's HTTP API. */
+
+typedef struct cohort_coordinator cohort_coordinator;
+
+/* Starts serving on its own thread. host NULL or "": 127.0.0.1; port 0: any
+ * free port; token NULL: $COHORT_COORDINATOR_TOKEN, "": no token needed;
+ * data_dir NULL or "": state in memory only. UNAVAILABLE when the address
+ * cannot be bound. Pairs with cohort_coordinator_destroy. */
+COHORT_API int cohort_coordinator_create(const char* host, uint16_t port, const char* token,
+                                         const char* data_dir, cohort_coordinator** out);
+/* Stops (closing every connection) and releases. NULL is ignored. */
+COHORT_API void cohort_coordinator_destroy(cohort_coordinator* coordinator);
+COHORT_API int cohort_coordinator_port(const cohort_coordinator* coordinator, uint16_t* port);
+/* "http://127.0.0.1:PORT"; borrowed from the handle. */
+COHORT_API int cohort_coordinator_url(const cohort_coordinator* coordinator, const char** url);
+
+typedef struct cohort_coord_client cohort_coord_client;
+
+/* A client of the coordinator at url ("http://HOST:PORT"). token NULL:
+ * $COHORT_COORDINATOR_TOKEN. request_timeout_ms bounds one HTTP exchange
+ * (0: 10 s); failed connections and 5xx answers are retried with backoff
+ * until retry_deadline_ms has passed (negative: 30 s; 0: no retry). Errors
+ * by HTTP status: 400 INVALID_ARGUMENT, 401 PERMISSION_DENIED, 404
+ * NOT_FOUND, 408 TIMEOUT, 409 MISMATCH, 503 UNAVAILABLE; no answer before
+ * the deadline is UNAVAILABLE naming the URL and the last connection error.
+ * One client may be used from several threads at once. Pairs with
+ * cohort_coord_client_destroy. */
+COHORT_API int cohort_coord_client_create(const char* url, const char* token,
+                                          int64_t request_timeout_ms, int64_t retry_deadline_ms,
+                                          cohort_coord_client** out);
+/* NULL is ignored. */
+COHORT_API void cohort_coord_client_destroy(cohort_coord_client* client);
+
+/* Creates job `job` (or finds it with the same settings). settings_json
+ * NULL or "": the defaults, else a JSON object ({"min_nodes": 2, ...}). */
+COHORT_API int cohort_coord_client_create_job(cohort_coord_client* client, const char* job,
+                                              const char* settings_json);
+/* The job's state as JSON; free *json with cohort_free. */
+COHORT_API int cohort_coord_client_job_state(cohort_coord_client* client, const char* job,
+                                             char** json, size_t* length);
+/* Joins node `id` (host and address, its data-plane "HOST:PORT", may be
+ * NULL). *active is 1 when the join closed a round with it (then *rank is
+ * its rank), else 0 and *rank is -1. Any out-parameter may be NULL. */
+COHORT_API int cohort_coord_client_join(cohort_coord_client* client, const char* job,
+                                        const char* id, const char* host, const char* address,
+                                        uint64_t* generation, int32_t* active, int32_t* rank);
+/* generation: the member's world's while active, 0 while waiting. Metrics
+ * below 0 are not sent. *rendezvous is 1 when a new round is open: leave
+ * the communicator, join again, read the new world. Out-parameters may be
+ * NULL. */
+COHORT_API int cohort_coord_client_heartbeat(cohort_coord_client* client, const char* job,
+                                             const char* member, uint64_t generation,
+                                             int64_t step, double step_time,
+                                             double samples_per_sec, uint64_t* job_generation,
+                                             int32_t* active, int32_t* rendezvous);
+COHORT_API int cohort_coord_client_leave(cohort_coord_client* client, const char* job,
+                                         const char* member);
+/* The member's world as JSON: {"active", "generation", "rank", "world_size",
+ * "local_rank", "local_world_size", "node_rank", "peers": [{"rank", "id",
+ * "host", "address"}]} ("active": false and no ranks while it waits); free
+ * *json with cohort_free. */
+COHORT_API int cohort_coord_client_world(cohort_coord_client* client, const char* job,
+                                         const char* member, char** json, size_t* length);
+/* Heartbeats at the job's interval until the member has a world, then as
+ * cohort_coord_client_world; TIMEOUT after timeout_ms. */
+COHORT_API int cohort_coord_client_wait_for_world(cohort_coord_client* client, const char* job,
+                                                  const char* member, int64_t timeout_ms,
+                                                  char** json, size_t* length);
+/* The store of the job's generation `generation` (MISMATCH once that is
+ * not the current one). Values are bytes. */
+COHORT_API int cohort_coord_client_store_set(cohort_coord_client* client, const char* job,
+                                             uint64_t generation, const char* key,
+                                             const void* value, size_t length);
+/* Waits up to timeout_ms (0: not at all, NOT_FOUND when absent; TIMEOUT
+ * after a wait) for the key. *value gets the bytes plus a NUL; free it with
+ * cohort_free. */
+COHORT_API int cohort_coord_client_store_get(cohort_coord_client* client, const char* job,
+                                             uint64_t generation, const char* key,
+                                             int64_t timeout_ms, char** value, size_t* length);
+/* Registers the job's dataset ({"shards": [{"id", "bytes"?, "hosts"?}],
+ * "epochs"?, "shuffle"?, "seed"?, "lease_duration"?}). */
+COHORT_API int cohort_coord_client_register_dataset(cohort_coord_client* client,
+                                                    const char* job, const char* plan_json);
+/* The member's next shard lease as JSON: {"granted", "finished", and when
+ * granted "lease", "shard_id", "shard", "epoch", "bytes", "expiry"}; free
+ * *json with cohort_free. */
+COHORT_API int cohort_coord_client_next_shard(cohort_coord_client* client, const char* job,
+                                              const char* member, char** json, size_t* length);
+/* Reports a lease done; *counted (may be NULL) is 1 when this report
+ * counted the shard, 0 when someone reported it first. */
+COHORT_API int cohort_coord_client_shard_done(cohort_coord_client* client, const char* job,
+                                              const char* member, uint64_t lease,
+                                              int32_t* counted);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -6,6 +6,8 @@
 
 #include <cohort/cohort.hpp>
 #include <cohort/communicator.hpp>  // not (yet) part of cohort.hpp
+#include <cohort/coordinator.hpp>
+#include <cohort/coordinator_client.hpp>
 
 #include <cstring>
 #include <memory>
@@ -61,6 +63,13 @@ struct cohort_comm {
 };
 struct cohort_work {
     cohort::Work impl;  // shares the operation's state with the progress thread
+};
+struct cohort_coordinator {
+    cohort::Coordinator impl;
+    std::string url;  // for borrowed reads
+};
+struct cohort_coord_client {
+    cohort::CoordinatorClient impl;  // synchronises its own calls
 };
 
 namespace cohort::capi {

@@ -1,7 +1,8 @@
 // A key-value store ranks use to find each other before they can talk
 // directly: the bootstrap of a Communicator. Three implementations share
 // this interface: tcp:// (rank 0 hosts a small server, like torch's env://),
-// file:// (a folder every rank can reach) and, later, the coordinator.
+// file:// (a folder every rank can reach) and coordinator:// (a job's
+// generation on a cohort-coordinator).
 #pragma once
 
 #include <cohort/export.hpp>
@@ -55,7 +56,8 @@ struct StoreOptions {
     bool host = false;
 };
 
-// "tcp://HOST:PORT" (IPv6 as [ADDR]:PORT) or "file:///DIR". Error(invalid_argument)
+// "tcp://HOST:PORT" (IPv6 as [ADDR]:PORT), "file:///DIR" or
+// "coordinator://HOST:PORT/JOB/GENERATION". Error(invalid_argument)
 // for a malformed URL or an unknown scheme; Error(unavailable) when the
 // server cannot be bound or reached within the timeout.
 COHORT_API std::shared_ptr<Store> open_store(std::string_view url, const StoreOptions& options = {});

@@ -31,6 +31,7 @@ the system.
 
 from ._util import FORMATS, LEVELS, ROLES, STATUSES, STRATEGIES
 from .comm import ALGORITHMS, DTYPES, REDUCE_OPS, Communicator, Work
+from .coordinator import Coordinator, CoordinatorClient
 from .dataset import DataFile, Dataset, Shard, Shards, split_shards
 from .epoch import epoch_order
 from .errors import (BufferTooSmall, CallbackError, Closed, Error, FileError, InternalError,
@@ -55,6 +56,7 @@ __all__ = [
     "gpu_backends",
     "Communicator", "Work", "DTYPES", "REDUCE_OPS", "ALGORITHMS",
     "LaunchEnv", "read_launch_env", "communicator_from_env",
+    "Coordinator", "CoordinatorClient",
     "version", "strerror", "library_path",
     "ROLES", "STATUSES", "LEVELS", "STRATEGIES", "FORMATS",
     "Error", "InvalidArgument", "ParseError", "FileError", "NotFound", "OutOfRange",

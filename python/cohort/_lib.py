@@ -10,7 +10,7 @@ import ctypes.util
 import os
 import threading
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_int,
-                    c_int32, c_int64, c_size_t, c_uint32, c_uint64, c_void_p)
+                    c_int32, c_int64, c_size_t, c_uint16, c_uint32, c_uint64, c_void_p)
 
 from .errors import LibraryNotFound, error_for
 
@@ -40,6 +40,8 @@ comm_options_p = _opaque("cohort_comm_options")
 comm_p = _opaque("cohort_comm")
 work_p = _opaque("cohort_work")
 launch_env_p = _opaque("cohort_launch_env")
+coordinator_p = _opaque("cohort_coordinator")
+coord_client_p = _opaque("cohort_coord_client")
 
 
 class gpu_summary(Structure):
@@ -302,6 +304,38 @@ PROTOTYPES = {
     "cohort_launch_env_note_count": (_STATUS, [launch_env_p, _P(c_uint32)]),
     "cohort_launch_env_note": (_STATUS, [launch_env_p, c_uint32, _cstr_out]),
     "cohort_init_from_env": (_STATUS, [comm_options_p, _P(comm_p), _cstr_out]),
+    # coordinator: hosted in-process
+    "cohort_coordinator_create": (_STATUS, [c_char_p, c_uint16, c_char_p, c_char_p,
+                                            _P(coordinator_p)]),
+    "cohort_coordinator_destroy": (None, [coordinator_p]),
+    "cohort_coordinator_port": (_STATUS, [coordinator_p, _P(c_uint16)]),
+    "cohort_coordinator_url": (_STATUS, [coordinator_p, _cstr_out]),
+    # coordinator client
+    "cohort_coord_client_create": (_STATUS, [c_char_p, c_char_p, c_int64, c_int64,
+                                             _P(coord_client_p)]),
+    "cohort_coord_client_destroy": (None, [coord_client_p]),
+    "cohort_coord_client_create_job": (_STATUS, [coord_client_p, c_char_p, c_char_p]),
+    "cohort_coord_client_job_state": (_STATUS, [coord_client_p, c_char_p, _owned_out,
+                                                _P(c_size_t)]),
+    "cohort_coord_client_join": (_STATUS, [coord_client_p, c_char_p, c_char_p, c_char_p, c_char_p,
+                                           _P(c_uint64), _P(c_int32), _P(c_int32)]),
+    "cohort_coord_client_heartbeat": (_STATUS, [coord_client_p, c_char_p, c_char_p, c_uint64,
+                                                c_int64, c_double, c_double, _P(c_uint64),
+                                                _P(c_int32), _P(c_int32)]),
+    "cohort_coord_client_leave": (_STATUS, [coord_client_p, c_char_p, c_char_p]),
+    "cohort_coord_client_world": (_STATUS, [coord_client_p, c_char_p, c_char_p, _owned_out,
+                                            _P(c_size_t)]),
+    "cohort_coord_client_wait_for_world": (_STATUS, [coord_client_p, c_char_p, c_char_p, c_int64,
+                                                     _owned_out, _P(c_size_t)]),
+    "cohort_coord_client_store_set": (_STATUS, [coord_client_p, c_char_p, c_uint64, c_char_p,
+                                                c_char_p, c_size_t]),
+    "cohort_coord_client_store_get": (_STATUS, [coord_client_p, c_char_p, c_uint64, c_char_p,
+                                                c_int64, _owned_out, _P(c_size_t)]),
+    "cohort_coord_client_register_dataset": (_STATUS, [coord_client_p, c_char_p, c_char_p]),
+    "cohort_coord_client_next_shard": (_STATUS, [coord_client_p, c_char_p, c_char_p, _owned_out,
+                                                 _P(c_size_t)]),
+    "cohort_coord_client_shard_done": (_STATUS, [coord_client_p, c_char_p, c_char_p, c_uint64,
+                                                 _P(c_int32)]),
 }
 
 _lock = threading.Lock()

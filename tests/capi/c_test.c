@@ -1830,6 +1830,7 @@ int run_rules_tests(const char* scratch); /* c_test_rules.c; returns its failure
 int run_gpu_tests(void);                   /* c_test_gpu.c; returns its failures */
 int run_comm_tests(const char* scratch);   /* c_test_comm.c; returns its failures */
 int run_env_tests(void);                   /* c_test_env.c; returns its failures */
+int run_coordinator_tests(void);           /* c_test_coordinator.c; returns its failures */
 
 int main(int argc, char** argv) {
     if (argc > 1) g_scratch = argv[1];
@@ -1864,6 +1865,7 @@ int main(int argc, char** argv) {
     g_failed += run_gpu_tests();
     g_failed += run_comm_tests(g_scratch);
     g_failed += run_env_tests();
+    g_failed += run_coordinator_tests();
     printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;
 }

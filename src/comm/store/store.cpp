@@ -2,6 +2,7 @@
 // checks and message helpers the backends share (backends.hpp).
 #include "comm/store/backends.hpp"
 #include "comm/store/protocol.hpp"
+#include "coordinator/client/coordinator_store.hpp"
 
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
@@ -162,14 +163,18 @@ std::shared_ptr<Store> open_store(std::string_view url, const StoreOptions& opti
     const auto sep = url.find("://");
     if (sep == std::string_view::npos) {
         throw Error(Errc::invalid_argument,
-                    fmt::format("store URL '{}' has no scheme; expected tcp://HOST:PORT or file:///DIR", url));
+                    fmt::format("store URL '{}' has no scheme; expected tcp://HOST:PORT, file:///DIR or "
+                                "coordinator://HOST:PORT/JOB/GENERATION",
+                                url));
     }
     const std::string_view scheme = url.substr(0, sep);
     const std::string_view rest = url.substr(sep + 3);
     if (scheme == "tcp") return detail::open_tcp_url(url, rest, options);
     if (scheme == "file") return detail::open_file_url(url, rest, options);
+    if (scheme == "coordinator") return detail::open_coordinator_url(url, rest, options);
     throw Error(Errc::invalid_argument,
-                fmt::format("store URL '{}': unknown scheme '{}' (expected tcp:// or file://)", url, scheme));
+                fmt::format("store URL '{}': unknown scheme '{}' (expected tcp://, file:// or coordinator://)", url,
+                            scheme));
 }
 
 }  // namespace cohort

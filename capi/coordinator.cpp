@@ -1,0 +1,272 @@
+// C ABI: the coordinator hosted in-process and its HTTP client
+// (cohort/coordinator.hpp, cohort/coordinator_client.hpp).
+#include "handles.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+using cohort::Errc;
+using cohort::Error;
+using cohort::capi::copy_out;
+using cohort::capi::guard;
+using cohort::capi::require;
+
+namespace {
+
+namespace json = boost::json;
+
+std::string text_or(const char* text, std::string fallback = {}) {
+    return text != nullptr ? std::string(text) : std::move(fallback);
+}
+
+void give_text(const std::string& text, char** out, size_t* length) {
+    *out = copy_out(text);
+    if (length != nullptr) *length = text.size();
+}
+
+std::string world_json(const cohort::MemberWorld& w) {
+    json::object o;
+    o["active"] = w.active;
+    o["generation"] = w.generation;
+    if (w.active) {
+        o["rank"] = w.rank;
+        o["world_size"] = w.world_size;
+        o["local_rank"] = w.local_rank;
+        o["local_world_size"] = w.local_world_size;
+        o["node_rank"] = w.node_rank;
+        json::array peers;
+        for (const auto& p : w.peers) {
+            json::object peer;
+            peer["rank"] = p.rank;
+            peer["id"] = p.id;
+            peer["host"] = p.host;
+            peer["address"] = p.address;
+            peers.push_back(std::move(peer));
+        }
+        o["peers"] = std::move(peers);
+    }
+    return json::serialize(o);
+}
+
+std::string lease_json(const cohort::ShardLease& l) {
+    json::object o;
+    o["granted"] = l.granted;
+    o["finished"] = l.finished;
+    if (l.granted) {
+        o["lease"] = l.lease;
+        o["shard_id"] = l.shard_id;
+        o["shard"] = l.shard;
+        o["epoch"] = l.epoch;
+        o["bytes"] = l.bytes;
+        o["expiry"] = l.expiry;
+    }
+    return json::serialize(o);
+}
+
+std::chrono::milliseconds non_negative_ms(int64_t ms, const char* fn, const char* what) {
+    if (ms < 0) throw Error(Errc::invalid_argument, std::string(fn) + ": " + what + " must not be negative");
+    return std::chrono::milliseconds(ms);
+}
+
+// The common checks of a client call on a job and member.
+void require_call(const cohort_coord_client* client, const char* job, const char* fn) {
+    require(client, fn, "client");
+    require(job, fn, "job");
+}
+
+}  // namespace
+
+extern "C" {
+
+int cohort_coordinator_create(const char* host, uint16_t port, const char* token, const char* data_dir,
+                              cohort_coordinator** out) {
+    return guard(__func__, [&](const char* fn) {
+        require(out, fn, "out");
+        cohort::CoordinatorOptions options;
+        if (host != nullptr && *host != '\0') options.host = host;
+        options.port = port;
+        if (token != nullptr) options.token = token;
+        if (data_dir != nullptr && *data_dir != '\0') options.data_dir = data_dir;
+        auto* c = new cohort_coordinator{cohort::Coordinator(std::move(options)), {}};
+        c->url = c->impl.url();
+        *out = c;
+    });
+}
+
+void cohort_coordinator_destroy(cohort_coordinator* coordinator) {
+    delete coordinator;
+}
+
+int cohort_coordinator_port(const cohort_coordinator* coordinator, uint16_t* port) {
+    return guard(__func__, [&](const char* fn) {
+        require(coordinator, fn, "coordinator");
+        require(port, fn, "port");
+        *port = coordinator->impl.port();
+    });
+}
+
+int cohort_coordinator_url(const cohort_coordinator* coordinator, const char** url) {
+    return guard(__func__, [&](const char* fn) {
+        require(coordinator, fn, "coordinator");
+        require(url, fn, "url");
+        *url = coordinator->url.c_str();
+    });
+}
+
+int cohort_coord_client_create(const char* url, const char* token, int64_t request_timeout_ms,
+                               int64_t retry_deadline_ms, cohort_coord_client** out) {
+    return guard(__func__, [&](const char* fn) {
+        require(url, fn, "url");
+        require(out, fn, "out");
+        cohort::CoordinatorClientOptions options;
+        if (token != nullptr) options.token = token;
+        if (request_timeout_ms < 0) {
+            throw Error(Errc::invalid_argument, std::string(fn) + ": request_timeout_ms must not be negative");
+        }
+        if (request_timeout_ms > 0) options.request_timeout = std::chrono::milliseconds(request_timeout_ms);
+        if (retry_deadline_ms >= 0) options.retry_deadline = std::chrono::milliseconds(retry_deadline_ms);
+        *out = new cohort_coord_client{cohort::CoordinatorClient(url, std::move(options))};
+    });
+}
+
+void cohort_coord_client_destroy(cohort_coord_client* client) {
+    delete client;
+}
+
+int cohort_coord_client_create_job(cohort_coord_client* client, const char* job, const char* settings_json) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        client->impl.create_job_json(job, text_or(settings_json));
+    });
+}
+
+int cohort_coord_client_job_state(cohort_coord_client* client, const char* job, char** json_out, size_t* length) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(json_out, fn, "json");
+        give_text(client->impl.job_state(job), json_out, length);
+    });
+}
+
+int cohort_coord_client_join(cohort_coord_client* client, const char* job, const char* id, const char* host,
+                             const char* address, uint64_t* generation, int32_t* active, int32_t* rank) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(id, fn, "id");
+        cohort::MemberDescriptor node;
+        node.id = id;
+        node.host = text_or(host);
+        node.address = text_or(address);
+        const cohort::JoinReply r = client->impl.join(job, node);
+        if (generation != nullptr) *generation = r.generation;
+        if (active != nullptr) *active = r.state == "active" ? 1 : 0;
+        if (rank != nullptr) *rank = r.rank ? static_cast<int32_t>(*r.rank) : -1;
+    });
+}
+
+int cohort_coord_client_heartbeat(cohort_coord_client* client, const char* job, const char* member, uint64_t generation,
+                                  int64_t step, double step_time, double samples_per_sec, uint64_t* job_generation,
+                                  int32_t* active, int32_t* rendezvous) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(member, fn, "member");
+        std::optional<cohort::HeartbeatMetrics> metrics;
+        if (step >= 0 || step_time >= 0 || samples_per_sec >= 0) {
+            metrics.emplace();
+            if (step >= 0) metrics->step = static_cast<uint64_t>(step);
+            if (step_time >= 0) metrics->step_time = step_time;
+            if (samples_per_sec >= 0) metrics->samples_per_sec = samples_per_sec;
+        }
+        const cohort::HeartbeatReply r = client->impl.heartbeat(job, member, generation, metrics);
+        if (job_generation != nullptr) *job_generation = r.generation;
+        if (active != nullptr) *active = r.state == "active" ? 1 : 0;
+        if (rendezvous != nullptr) *rendezvous = r.rendezvous ? 1 : 0;
+    });
+}
+
+int cohort_coord_client_leave(cohort_coord_client* client, const char* job, const char* member) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(member, fn, "member");
+        client->impl.leave(job, member);
+    });
+}
+
+int cohort_coord_client_world(cohort_coord_client* client, const char* job, const char* member, char** json_out,
+                              size_t* length) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(member, fn, "member");
+        require(json_out, fn, "json");
+        give_text(world_json(client->impl.world(job, member)), json_out, length);
+    });
+}
+
+int cohort_coord_client_wait_for_world(cohort_coord_client* client, const char* job, const char* member,
+                                       int64_t timeout_ms, char** json_out, size_t* length) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(member, fn, "member");
+        require(json_out, fn, "json");
+        const auto timeout = non_negative_ms(timeout_ms, fn, "timeout_ms");
+        give_text(world_json(client->impl.wait_for_world(job, member, timeout)), json_out, length);
+    });
+}
+
+int cohort_coord_client_store_set(cohort_coord_client* client, const char* job, uint64_t generation, const char* key,
+                                  const void* value, size_t length) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(key, fn, "key");
+        if (length > 0) require(value, fn, "value");
+        client->impl.store_set(job, generation, key,
+                               std::string_view(static_cast<const char*>(value), value != nullptr ? length : 0));
+    });
+}
+
+int cohort_coord_client_store_get(cohort_coord_client* client, const char* job, uint64_t generation, const char* key,
+                                  int64_t timeout_ms, char** value, size_t* length) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(key, fn, "key");
+        require(value, fn, "value");
+        const auto timeout = non_negative_ms(timeout_ms, fn, "timeout_ms");
+        give_text(client->impl.store_get(job, generation, key, timeout), value, length);
+    });
+}
+
+int cohort_coord_client_register_dataset(cohort_coord_client* client, const char* job, const char* plan_json) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(plan_json, fn, "plan_json");
+        client->impl.register_dataset(job, plan_json);
+    });
+}
+
+int cohort_coord_client_next_shard(cohort_coord_client* client, const char* job, const char* member, char** json_out,
+                                   size_t* length) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(member, fn, "member");
+        require(json_out, fn, "json");
+        give_text(lease_json(client->impl.next_shard(job, member)), json_out, length);
+    });
+}
+
+int cohort_coord_client_shard_done(cohort_coord_client* client, const char* job, const char* member, uint64_t lease,
+                                   int32_t* counted) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(member, fn, "member");
+        const cohort::ShardDone r = client->impl.shard_done(job, member, lease);
+        if (counted != nullptr) *counted = r.counted ? 1 : 0;
+    });
+}
+
+}  // extern "C"

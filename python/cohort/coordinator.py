@@ -1,0 +1,198 @@
+"""The elastic coordinator (docs/coordinator.md): host one in this process
+with Coordinator, talk to any with CoordinatorClient.
+
+    with cohort.Coordinator(token="secret") as server:
+        client = cohort.CoordinatorClient(server.url, token="secret")
+        client.create_job("train", {"min_nodes": 2})
+        client.join("train", "node-0", address="10.0.0.1:29500")
+        world = client.wait_for_world("train", "node-0", timeout=60)
+        client.store_set("train", world["generation"], "key", b"value")
+
+Replies are dicts. Errors are cohort exceptions by HTTP status: 400
+InvalidArgument, 401 PermissionDenied, 404 NotFound, 408 Timeout, 409
+Mismatch, 503 Unavailable; a coordinator that cannot be reached before the
+retry deadline raises Unavailable naming the URL.
+"""
+
+import ctypes
+import json
+from ctypes import byref, c_char_p, c_int32, c_uint16, c_uint64
+
+from . import _lib, _util
+from .errors import InvalidArgument
+
+__all__ = ["Coordinator", "CoordinatorClient"]
+
+
+def _ms(name, seconds, default=None):
+    if seconds is None:
+        return default
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
+        raise InvalidArgument(f"{name} must be a number of seconds >= 0, not {seconds!r}")
+    return int(round(seconds * 1000))
+
+
+def _json_text(func, *args):
+    lib = _lib.load()
+    buf = ctypes.POINTER(ctypes.c_char)()
+    length = ctypes.c_size_t()
+    func(*args, byref(buf), byref(length))
+    try:
+        return ctypes.string_at(buf, length.value)
+    finally:
+        lib.cohort_free(buf)
+
+
+class Coordinator(_util.Handle):
+    """A coordinator served from this process, on a thread of its own, until
+    close() (or the end of a `with` block). host None: 127.0.0.1; port 0: any
+    free port; token None: $COHORT_COORDINATOR_TOKEN, "": none; data_dir
+    None: state in memory only."""
+
+    _kind = "coordinator"
+    _destroy_name = "cohort_coordinator_destroy"
+
+    def __init__(self, host=None, port=0, token=None, data_dir=None):
+        lib = _lib.load()
+        ptr = _util.create(lib.cohort_coordinator_create, _lib.coordinator_p,
+                           _util.text("host", host, True), _util.uint("port", port, 16),
+                           _util.text("token", token, True),
+                           _util.text("data_dir", None if data_dir is None else
+                                      _util.fspath(data_dir), True))
+        super().__init__(ptr)
+        self._lib = lib
+
+    @property
+    def port(self):
+        out = c_uint16()
+        self._lib.cohort_coordinator_port(self._h(), byref(out))
+        return out.value
+
+    @property
+    def url(self):
+        """"http://127.0.0.1:PORT"."""
+        out = c_char_p()
+        self._lib.cohort_coordinator_url(self._h(), byref(out))
+        return _util.decode(out.value)
+
+    def __repr__(self):
+        return f"cohort.Coordinator({self.url!r})" if not self.closed else "cohort.Coordinator(closed)"
+
+
+class CoordinatorClient(_util.Handle):
+    """A client of the coordinator at url ("http://HOST:PORT"). token None:
+    $COHORT_COORDINATOR_TOKEN. timeout bounds one request (seconds); failed
+    connections and 5xx answers are retried with backoff for retry_deadline
+    seconds (0: no retry). Safe to share between threads."""
+
+    _kind = "coordinator client"
+    _destroy_name = "cohort_coord_client_destroy"
+
+    def __init__(self, url, token=None, timeout=10.0, retry_deadline=30.0):
+        lib = _lib.load()
+        ptr = _util.create(lib.cohort_coord_client_create, _lib.coord_client_p,
+                           _util.text("url", url), _util.text("token", token, True),
+                           _ms("timeout", timeout, 0), _ms("retry_deadline", retry_deadline, -1))
+        super().__init__(ptr)
+        self._lib = lib
+        self.url = url
+
+    # -- jobs
+
+    def create_job(self, name, settings=None):
+        """Creates job `name` with settings (a dict: min_nodes, max_nodes,
+        last_call, ...; None: the defaults), or finds it with the same ones."""
+        text = None if settings is None else json.dumps(settings).encode()
+        self._lib.cohort_coord_client_create_job(self._h(), _util.text("name", name), text)
+
+    def job_state(self, name):
+        return json.loads(_json_text(self._lib.cohort_coord_client_job_state, self._h(),
+                                     _util.text("name", name)))
+
+    # -- rendezvous
+
+    def join(self, job, member, host=None, address=None):
+        """Joins node `member`; {"state": "waiting"|"active", "generation",
+        "rank": int or None}."""
+        generation, active, rank = c_uint64(), c_int32(), c_int32()
+        self._lib.cohort_coord_client_join(self._h(), _util.text("job", job),
+                                           _util.text("member", member),
+                                           _util.text("host", host, True),
+                                           _util.text("address", address, True),
+                                           byref(generation), byref(active), byref(rank))
+        return {"state": "active" if active.value else "waiting",
+                "generation": generation.value,
+                "rank": rank.value if rank.value >= 0 else None}
+
+    def heartbeat(self, job, member, generation=0, step=None, step_time=None,
+                  samples_per_sec=None):
+        """{"generation", "state", "rendezvous"}; rendezvous True means a new
+        round is open: join again and read the new world."""
+        job_generation, active, rendezvous = c_uint64(), c_int32(), c_int32()
+        self._lib.cohort_coord_client_heartbeat(
+            self._h(), _util.text("job", job), _util.text("member", member),
+            _util.u64("generation", generation), -1 if step is None else _util.u64("step", step),
+            -1.0 if step_time is None else float(step_time),
+            -1.0 if samples_per_sec is None else float(samples_per_sec),
+            byref(job_generation), byref(active), byref(rendezvous))
+        return {"generation": job_generation.value,
+                "state": "active" if active.value else "waiting",
+                "rendezvous": bool(rendezvous.value)}
+
+    def leave(self, job, member):
+        self._lib.cohort_coord_client_leave(self._h(), _util.text("job", job),
+                                            _util.text("member", member))
+
+    def world(self, job, member):
+        """{"active", "generation", "rank", "world_size", "local_rank",
+        "local_world_size", "node_rank", "peers": [{"rank", "id", "host",
+        "address"}]}; only "active": False and "generation" while waiting."""
+        return json.loads(_json_text(self._lib.cohort_coord_client_world, self._h(),
+                                     _util.text("job", job), _util.text("member", member)))
+
+    def wait_for_world(self, job, member, timeout=60.0):
+        """Heartbeats until the member has a world, then world(); raises
+        cohort.Timeout after `timeout` seconds."""
+        return json.loads(_json_text(self._lib.cohort_coord_client_wait_for_world, self._h(),
+                                     _util.text("job", job), _util.text("member", member),
+                                     _ms("timeout", timeout)))
+
+    # -- store of one generation
+
+    def store_set(self, job, generation, key, value):
+        data = value.encode() if isinstance(value, str) else bytes(value)
+        self._lib.cohort_coord_client_store_set(self._h(), _util.text("job", job),
+                                                _util.u64("generation", generation),
+                                                _util.text("key", key), data, len(data))
+
+    def store_get(self, job, generation, key, timeout=0.0):
+        """The value (bytes); waits up to `timeout` seconds for it (0: not at
+        all, cohort.NotFound when absent; cohort.Timeout after a wait)."""
+        return _json_text(self._lib.cohort_coord_client_store_get, self._h(),
+                          _util.text("job", job), _util.u64("generation", generation),
+                          _util.text("key", key), _ms("timeout", timeout))
+
+    # -- shards
+
+    def register_dataset(self, job, plan):
+        """plan: {"shards": [{"id", "bytes"?, "hosts"?}], "epochs"?, ...}."""
+        self._lib.cohort_coord_client_register_dataset(self._h(), _util.text("job", job),
+                                                       json.dumps(plan).encode())
+
+    def next_shard(self, job, member):
+        """{"granted", "finished", and when granted "lease", "shard_id",
+        "shard", "epoch", "bytes", "expiry"}."""
+        return json.loads(_json_text(self._lib.cohort_coord_client_next_shard, self._h(),
+                                     _util.text("job", job), _util.text("member", member)))
+
+    def shard_done(self, job, member, lease):
+        """True when this report counted the shard, False when it was done
+        already."""
+        counted = c_int32()
+        self._lib.cohort_coord_client_shard_done(self._h(), _util.text("job", job),
+                                                 _util.text("member", member),
+                                                 _util.u64("lease", lease), byref(counted))
+        return bool(counted.value)
+
+    def __repr__(self):
+        return f"cohort.CoordinatorClient({self.url!r})"

@@ -1,0 +1,53 @@
+// What the client's source files share: the retry loop around one HTTP
+// exchange, the mapping of error answers to cohort::Error, and JSON helpers.
+#pragma once
+
+#include "coordinator/client/http_pool.hpp"
+
+#include <cohort/coordinator_client.hpp>
+#include <cohort/error.hpp>
+
+#include <boost/json/value.hpp>
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+namespace cohort {
+
+struct CoordinatorClient::Impl {
+    Impl(std::string base_url, CoordinatorClientOptions o)
+        : url(std::move(base_url)), options(std::move(o)), pool(url, options.token) {}
+
+    // One request, retried through connection failures and 5xx answers until
+    // options.retry_deadline; `wait` is how long the server may park it. A
+    // 4xx (or a 5xx past the deadline) throws the mapped Error.
+    coord::client::HttpReply call(std::string_view method, const std::string& target, std::string_view body = {},
+                                  std::string_view content_type = "application/json",
+                                  std::chrono::milliseconds wait = {});
+    // call() and the body parsed as a JSON object.
+    boost::json::value call_json(std::string_view method, const std::string& target,
+                                 const boost::json::value* body = nullptr);
+
+    std::string url;
+    CoordinatorClientOptions options;
+    coord::client::HttpPool pool;
+};
+
+namespace coord::client {
+
+// "/v1/jobs/NAME" with NAME escaped.
+std::string job_path(std::string_view job);
+// The mapped Error of an error answer ({"error", "detail"}).
+Error error_from_reply(const std::string& url, std::string_view method, const std::string& target,
+                       const HttpReply& reply);
+Errc code_for_status(long status);
+
+// Field readers that name the reply in their errors.
+uint64_t uint_field(const boost::json::value& reply, std::string_view name, std::string_view what);
+std::string string_field(const boost::json::value& reply, std::string_view name, std::string_view what);
+bool bool_field(const boost::json::value& reply, std::string_view name, std::string_view what);
+
+}  // namespace coord::client
+
+}  // namespace cohort

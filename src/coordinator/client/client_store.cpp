@@ -1,0 +1,319 @@
+// CoordinatorClient's store and shard calls, and the Store over one job's
+// generation that open_store("coordinator://...") returns.
+#include "comm/store/backends.hpp"
+#include "coordinator/client/client_call.hpp"
+#include "coordinator/client/coordinator_store.hpp"
+#include "coordinator/state/json_bytes.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <algorithm>
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace cohort {
+
+namespace json = boost::json;
+using namespace coord::client;
+
+namespace {
+
+// The server parks a request for at most an hour; longer waits are asked
+// again.
+constexpr std::chrono::milliseconds kMaxParked{std::chrono::hours(1)};
+
+std::string store_path(std::string_view job, uint64_t generation) {
+    return fmt::format("{}/store/{}", job_path(job), generation);
+}
+
+std::string key_path(std::string_view job, uint64_t generation, std::string_view key) {
+    return store_path(job, generation) + "/" + percent_encode(key);
+}
+
+int64_t int_field(const json::value& reply, std::string_view name, std::string_view what) {
+    const json::object* o = reply.if_object();
+    const json::value* v = o != nullptr ? o->if_contains(name) : nullptr;
+    if (v != nullptr && v->is_int64()) return v->as_int64();
+    if (v != nullptr && v->is_uint64() && v->as_uint64() <= uint64_t(INT64_MAX)) {
+        return static_cast<int64_t>(v->as_uint64());
+    }
+    throw Error(Errc::peer_failed, fmt::format("coordinator reply to {}: '{}' is not an integer", what, name));
+}
+
+}  // namespace
+
+void CoordinatorClient::store_set(std::string_view job, uint64_t generation, std::string_view key,
+                                  std::string_view value) {
+    impl_->call("PUT", key_path(job, generation, key), value, "application/octet-stream");
+}
+
+std::string CoordinatorClient::store_get(std::string_view job, uint64_t generation, std::string_view key,
+                                         std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + std::max(timeout, std::chrono::milliseconds::zero());
+    for (;;) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        const auto wait = std::clamp(left, std::chrono::milliseconds(timeout.count() > 0 ? 1 : 0), kMaxParked);
+        try {
+            return impl_
+                ->call("GET", fmt::format("{}?timeout_ms={}", key_path(job, generation, key), wait.count()), {}, "",
+                       wait)
+                .body;
+        } catch (const Error& e) {
+            // Past the server's longest park, but not past ours: ask again.
+            if (e.code() != Errc::timeout || wait < kMaxParked || left <= kMaxParked) throw;
+        }
+    }
+}
+
+std::optional<std::string> CoordinatorClient::store_try_get(std::string_view job, uint64_t generation,
+                                                            std::string_view key) {
+    const std::string target = key_path(job, generation, key);
+    try {
+        return impl_->call("GET", target, {}, "").body;
+    } catch (const Error& e) {
+        // An absent key; not an unknown job, whose detail names the job.
+        if (e.code() == Errc::not_found && std::string_view(e.what()).find(": no key '") != std::string_view::npos) {
+            return std::nullopt;
+        }
+        throw;
+    }
+}
+
+int64_t CoordinatorClient::store_add(std::string_view job, uint64_t generation, std::string_view key, int64_t delta) {
+    json::object body;
+    body["delta"] = delta;
+    const json::value b = body;
+    return int_field(impl_->call_json("POST", key_path(job, generation, key) + "/add", &b), "value", "store add");
+}
+
+StoreCasResult CoordinatorClient::store_compare_and_set(std::string_view job, uint64_t generation, std::string_view key,
+                                                        const std::optional<std::string>& expected,
+                                                        std::string_view desired) {
+    json::object body;
+    body["expected"] = expected ? coord::bytes_to_json(*expected) : json::value(nullptr);
+    body["desired"] = coord::bytes_to_json(desired);
+    const json::value b = body;
+    const json::value r = impl_->call_json("POST", key_path(job, generation, key) + "/cas", &b);
+    StoreCasResult result;
+    result.stored = bool_field(r, "stored", "store cas");
+    const json::value* v = r.as_object().if_contains("value");
+    if (v != nullptr && !v->is_null()) {
+        result.value = coord::bytes_from_json(*v, "coordinator reply to store cas: value", Errc::peer_failed);
+    }
+    return result;
+}
+
+void CoordinatorClient::store_wait(std::string_view job, uint64_t generation, std::span<const std::string> keys,
+                                   std::chrono::milliseconds timeout) {
+    if (keys.empty()) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::max(timeout, std::chrono::milliseconds::zero());
+    for (;;) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        const auto wait = std::clamp(left, std::chrono::milliseconds(timeout.count() > 0 ? 1 : 0), kMaxParked);
+        json::object body;
+        json::array k;
+        for (const auto& key : keys) k.emplace_back(key);
+        body["keys"] = std::move(k);
+        body["timeout_ms"] = wait.count();
+        const std::string text = json::serialize(body);
+        try {
+            impl_->call("POST", store_path(job, generation) + "/wait", text, "application/json", wait);
+            return;
+        } catch (const Error& e) {
+            if (e.code() != Errc::timeout || wait < kMaxParked || left <= kMaxParked) throw;
+        }
+    }
+}
+
+bool CoordinatorClient::store_remove(std::string_view job, uint64_t generation, std::string_view key) {
+    return bool_field(impl_->call_json("DELETE", key_path(job, generation, key)), "removed", "store delete");
+}
+
+std::string CoordinatorClient::register_dataset(std::string_view job, std::string_view plan_json) {
+    boost::system::error_code ec;
+    const json::value plan = json::parse(plan_json, ec);
+    if (ec)
+        throw Error(Errc::invalid_argument, fmt::format("register_dataset: the plan is not JSON ({})", ec.message()));
+    return json::serialize(impl_->call_json("POST", job_path(job) + "/dataset", &plan));
+}
+
+ShardLease CoordinatorClient::next_shard(std::string_view job, std::string_view member) {
+    json::object body;
+    body["member"] = member;
+    const json::value b = body;
+    const json::value r = impl_->call_json("POST", job_path(job) + "/shards/next", &b);
+    ShardLease lease;
+    lease.finished = bool_field(r, "finished", "shards/next");
+    if (r.as_object().if_contains("lease") == nullptr) return lease;
+    lease.granted = true;
+    lease.lease = uint_field(r, "lease", "shards/next");
+    lease.shard_id = string_field(r, "shard_id", "shards/next");
+    lease.shard = uint_field(r, "shard", "shards/next");
+    lease.epoch = static_cast<uint32_t>(uint_field(r, "epoch", "shards/next"));
+    lease.bytes = uint_field(r, "bytes", "shards/next");
+    if (const json::value* e = r.as_object().if_contains("expiry"); e != nullptr && e->is_number()) {
+        lease.expiry = e->to_number<double>();
+    }
+    return lease;
+}
+
+ShardDone CoordinatorClient::shard_done(std::string_view job, std::string_view member, uint64_t lease) {
+    json::object body;
+    body["member"] = member;
+    body["lease"] = lease;
+    const json::value b = body;
+    const json::value r = impl_->call_json("POST", job_path(job) + "/shards/done", &b);
+    return ShardDone{string_field(r, "outcome", "shards/done"), bool_field(r, "counted", "shards/done")};
+}
+
+namespace {
+
+// The Store interface over one generation of one job's store on the
+// coordinator. Errors read like the other stores': they name this store's
+// address and the key.
+class CoordinatorStore final : public Store {
+public:
+    CoordinatorStore(std::shared_ptr<CoordinatorClient> client, std::string job, uint64_t generation)
+        : client_(std::move(client)),
+          job_(std::move(job)),
+          generation_(generation),
+          address_(fmt::format("coordinator://{}/{}/{}", client_->url().substr(7), job_, generation_)) {}
+
+    void set(std::string_view key, std::string_view value) override {
+        detail::check_key(address_, key);
+        detail::check_value(address_, key, value);
+        client_->store_set(job_, generation_, key, value);
+    }
+
+    std::string get(std::string_view key, std::chrono::milliseconds timeout) override {
+        detail::check_key(address_, key);
+        if (timeout.count() <= 0) {
+            if (auto v = client_->store_try_get(job_, generation_, key)) return std::move(*v);
+            throw not_set(key, timeout);
+        }
+        try {
+            return client_->store_get(job_, generation_, key, timeout);
+        } catch (const Error& e) {
+            if (e.code() == Errc::timeout) throw not_set(key, timeout);
+            throw;
+        }
+    }
+
+    std::optional<std::string> try_get(std::string_view key) override {
+        detail::check_key(address_, key);
+        return client_->store_try_get(job_, generation_, key);
+    }
+
+    int64_t add(std::string_view key, int64_t delta) override {
+        detail::check_key(address_, key);
+        return client_->store_add(job_, generation_, key, delta);
+    }
+
+    std::string compare_and_set(std::string_view key, const std::optional<std::string>& expected,
+                                std::string_view desired) override {
+        detail::check_key(address_, key);
+        if (expected) detail::check_value(address_, key, *expected);
+        detail::check_value(address_, key, desired);
+        return client_->store_compare_and_set(job_, generation_, key, expected, desired).value.value_or("");
+    }
+
+    void wait(std::span<const std::string> keys, std::chrono::milliseconds timeout) override {
+        for (const auto& k : keys) detail::check_key(address_, k);
+        try {
+            client_->store_wait(job_, generation_, keys, timeout);
+        } catch (const Error& e) {
+            if (e.code() != Errc::timeout) throw;
+            throw Error(Errc::timeout, fmt::format("store {}: keys not set after {}: {}", address_,
+                                                   detail::format_duration(timeout), detail::quote_keys(keys)));
+        }
+    }
+
+    bool remove(std::string_view key) override {
+        detail::check_key(address_, key);
+        return client_->store_remove(job_, generation_, key);
+    }
+
+    std::string address() const override { return address_; }
+
+private:
+    Error not_set(std::string_view key, std::chrono::milliseconds timeout) const {
+        return Error(Errc::timeout, fmt::format("store {}: key {} not set after {}", address_, detail::quote(key),
+                                                detail::format_duration(timeout)));
+    }
+
+    std::shared_ptr<CoordinatorClient> client_;
+    std::string job_;
+    uint64_t generation_;
+    std::string address_;
+};
+
+std::string percent_decode(std::string_view url, std::string_view text) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] != '%') {
+            out += text[i];
+            continue;
+        }
+        unsigned byte = 0;
+        const char* first = text.data() + i + 1;
+        if (i + 2 >= text.size() || std::from_chars(first, first + 2, byte, 16).ptr != first + 2) {
+            throw Error(Errc::invalid_argument,
+                        fmt::format("store URL '{}': '%' is not followed by two hex digits", url));
+        }
+        out += static_cast<char>(byte);
+        i += 2;
+    }
+    return out;
+}
+
+}  // namespace
+
+std::shared_ptr<Store> coordinator_store(std::shared_ptr<CoordinatorClient> client, std::string job,
+                                         uint64_t generation) {
+    if (!client) throw Error(Errc::invalid_argument, "coordinator_store: no client");
+    if (job.empty()) throw Error(Errc::invalid_argument, "coordinator_store: empty job name");
+    return std::make_shared<CoordinatorStore>(std::move(client), std::move(job), generation);
+}
+
+std::shared_ptr<Store> detail::open_coordinator_url(std::string_view url, std::string_view rest,
+                                                    const StoreOptions& options) {
+    auto bad = [&](std::string_view what) {
+        return Error(Errc::invalid_argument,
+                     fmt::format("store URL '{}': {} (expected coordinator://HOST:PORT/JOB/GENERATION)", url, what));
+    };
+    const auto slash = rest.find('/');
+    if (slash == std::string_view::npos || slash == 0) throw bad("no job");
+    const std::string_view authority = rest.substr(0, slash);
+    const std::string_view path = rest.substr(slash + 1);
+    const auto colon = authority.rfind(':');
+    if (colon == std::string_view::npos || colon + 1 == authority.size()) throw bad("no port");
+    unsigned port = 0;
+    const std::string_view digits = authority.substr(colon + 1);
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    if (ec != std::errc() || end != digits.data() + digits.size() || port == 0 || port > 65535) {
+        throw bad(fmt::format("port '{}' is not a number from 1 to 65535", digits));
+    }
+    const auto gen_slash = path.rfind('/');
+    if (gen_slash == std::string_view::npos || gen_slash == 0) throw bad("no generation");
+    const std::string job = percent_decode(url, path.substr(0, gen_slash));
+    if (job.find('/') != std::string::npos) throw bad(fmt::format("job '{}' holds a '/'", job));
+    const std::string_view gen_text = path.substr(gen_slash + 1);
+    uint64_t generation = 0;
+    const auto [gend, gec] = std::from_chars(gen_text.data(), gen_text.data() + gen_text.size(), generation);
+    if (gen_text.empty() || gec != std::errc() || gend != gen_text.data() + gen_text.size()) {
+        throw bad(fmt::format("generation '{}' is not a whole number", gen_text));
+    }
+    CoordinatorClientOptions client_options;
+    client_options.request_timeout = options.timeout;
+    client_options.retry_deadline = options.timeout;
+    auto client = std::make_shared<CoordinatorClient>(fmt::format("http://{}", authority), std::move(client_options));
+    return coordinator_store(std::move(client), job, generation);
+}
+
+}  // namespace cohort

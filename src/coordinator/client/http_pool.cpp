@@ -1,0 +1,148 @@
+// libcurl under the coordinator client: one easy handle per exchange in
+// flight, reused afterwards so its connection stays open.
+#include "coordinator/client/http_pool.hpp"
+
+#include <cohort/error.hpp>
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace cohort::coord::client {
+
+namespace {
+
+// libcurl's global state is set up once per process and never torn down:
+// other threads may still hold handles when static destructors run.
+void global_init() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+            throw Error(Errc::internal, "coordinator client: curl_global_init failed");
+        }
+    });
+}
+
+size_t append_body(char* data, size_t size, size_t count, void* user) {
+    static_cast<std::string*>(user)->append(data, size * count);
+    return size * count;
+}
+
+struct HeaderList {
+    curl_slist* list = nullptr;
+    ~HeaderList() { curl_slist_free_all(list); }
+    void add(const std::string& header) {
+        curl_slist* next = curl_slist_append(list, header.c_str());
+        if (next == nullptr) throw std::bad_alloc();
+        list = next;
+    }
+};
+
+}  // namespace
+
+std::string percent_encode(std::string_view text) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    std::string out;
+    out.reserve(text.size());
+    for (const char c : text) {
+        const auto u = static_cast<unsigned char>(c);
+        if ((u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || (u >= '0' && u <= '9') || u == '-' || u == '.' ||
+            u == '_' || u == '~') {
+            out += c;
+        } else {
+            out += '%';
+            out += kHex[u >> 4];
+            out += kHex[u & 15];
+        }
+    }
+    return out;
+}
+
+HttpPool::HttpPool(std::string base_url, std::string token) : base_url_(std::move(base_url)) {
+    global_init();
+    if (!token.empty()) authorization_ = "Authorization: Bearer " + token;
+}
+
+HttpPool::~HttpPool() {
+    for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
+}
+
+void* HttpPool::take() {
+    {
+        std::lock_guard lock(mutex_);
+        if (!idle_.empty()) {
+            void* h = idle_.back();
+            idle_.pop_back();
+            return h;
+        }
+    }
+    CURL* h = curl_easy_init();
+    if (h == nullptr) throw Error(Errc::no_memory, "coordinator client: curl_easy_init failed");
+    return h;
+}
+
+void HttpPool::give(void* handle) {
+    std::lock_guard lock(mutex_);
+    idle_.push_back(handle);
+}
+
+HttpReply HttpPool::perform(std::string_view method, const std::string& target, std::string_view body,
+                            std::string_view content_type, std::chrono::milliseconds timeout) {
+    CURL* h = static_cast<CURL*>(take());
+    // Back to the pool however this ends: the handle keeps its connection.
+    struct Return {
+        HttpPool* pool;
+        CURL* h;
+        ~Return() { pool->give(h); }
+    } give_back{this, h};
+
+    curl_easy_reset(h);  // keeps the open connections, forgets the options
+    const std::string url = base_url_ + target;
+    HttpReply reply;
+    char error[CURL_ERROR_SIZE] = {};
+    HeaderList headers;
+    if (!authorization_.empty()) headers.add(authorization_);
+    if (!content_type.empty()) headers.add("Content-Type: " + std::string(content_type));
+    headers.add("Expect:");  // no 100-continue round trip for PUT bodies
+
+    const long timeout_ms = static_cast<long>(std::clamp<int64_t>(timeout.count(), 1, int64_t(24) * 3600 * 1000));
+    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_PROXY, "");  // the coordinator is reached directly
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, append_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &reply.body);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.list);
+    const std::string verb(method);
+    if (verb == "GET") {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    } else if (verb == "POST" || verb == "PUT") {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.data());
+        if (verb == "PUT") curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+    } else {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, verb.c_str());
+    }
+
+    const CURLcode rc = curl_easy_perform(h);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
+    if (rc != CURLE_OK) {
+        const std::string detail = error[0] != '\0' ? std::string(error) : std::string(curl_easy_strerror(rc));
+        throw TransportError(fmt::format("{} (curl error {})", detail, static_cast<int>(rc)),
+                             rc == CURLE_OPERATION_TIMEDOUT);
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &reply.status);
+    return reply;
+}
+
+}  // namespace cohort::coord::client

@@ -1,0 +1,168 @@
+/*
+ * c_test_coordinator.c: the coordinator through the C ABI, from plain C11.
+ * Hosts a coordinator with a token, then as two members of one job: join,
+ * wait for the world, heartbeat, store set/get, shards, leave; and the
+ * errors for a wrong token, an unknown job and a wrong generation.
+ * Includes nothing from cohort but cohort.h; c_test.c's main() runs it.
+ */
+#include "cohort.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int coord_passed;
+static int coord_failed;
+
+static void coord_fail(const char* file, int line, const char* what) {
+    ++coord_failed;
+    fprintf(stderr, "%s:%d: FAILED: %s\n", file, line, what);
+}
+
+/* status must be `code`; unless it is COHORT_OK, the last error must contain `needle`. */
+static void check_status(const char* file, int line, const char* call, int status, int code, const char* needle) {
+    const char* message = cohort_last_error();
+    if (status == code && (code == COHORT_OK || strstr(message, needle) != NULL)) {
+        ++coord_passed;
+        return;
+    }
+    coord_fail(file, line, call);
+    fprintf(stderr, "    returned %d (%s; expected %d), last error: \"%s\"\n", status, cohort_strerror(status), code,
+            message);
+    if (code != COHORT_OK) fprintf(stderr, "    expected it to contain \"%s\"\n", needle);
+}
+
+static void check_has(const char* file, int line, const char* what, const char* text, const char* needle) {
+    if (text != NULL && strstr(text, needle) != NULL) {
+        ++coord_passed;
+        return;
+    }
+    coord_fail(file, line, what);
+    fprintf(stderr, "    got \"%s\"\n    lacks \"%s\"\n", text ? text : "(null)", needle);
+}
+
+#define CHECK(cond) ((cond) ? (void)++coord_passed : coord_fail(__FILE__, __LINE__, #cond))
+#define CHECK_OK(call) check_status(__FILE__, __LINE__, #call, (call), COHORT_OK, "")
+#define CHECK_ERR(call, code, needle) check_status(__FILE__, __LINE__, #call, (call), (code), (needle))
+#define CHECK_HAS(text, needle) check_has(__FILE__, __LINE__, #text, (text), (needle))
+
+static void test_coordinator(void) {
+    cohort_coordinator* server = NULL;
+    cohort_coord_client* client = NULL;
+    cohort_coord_client* wrong = NULL;
+    const char* url = NULL;
+    uint16_t port = 0;
+    uint64_t generation = 99;
+    int32_t active = -2;
+    int32_t rank = -2;
+    int32_t rendezvous = -1;
+    int32_t counted = -1;
+    char* text = NULL;
+    size_t length = 0;
+    char saved_url[64] = "";
+
+    CHECK_OK(cohort_coordinator_create(NULL, 0, "c-secret", NULL, &server));
+    CHECK_OK(cohort_coordinator_port(server, &port));
+    CHECK(port != 0);
+    CHECK_OK(cohort_coordinator_url(server, &url));
+    CHECK_HAS(url, "http://127.0.0.1:");
+    if (url != NULL && strlen(url) < sizeof saved_url) strcpy(saved_url, url); /* outlives the server */
+
+    CHECK_OK(cohort_coord_client_create(url, "c-secret", 5000, 2000, &client));
+    CHECK_OK(cohort_coord_client_create_job(
+        client, "cjob", "{\"min_nodes\": 2, \"max_nodes\": 2, \"last_call\": 0, \"heartbeat_interval\": 0.05}"));
+    CHECK_OK(cohort_coord_client_join(client, "cjob", "a", "host-a", "127.0.0.1:7000", &generation, &active, &rank));
+    CHECK(active == 0 && rank == -1);
+    CHECK_OK(cohort_coord_client_world(client, "cjob", "a", &text, &length));
+    CHECK_HAS(text, "\"active\":false");
+    CHECK(text != NULL && length == strlen(text));
+    cohort_free(text);
+    text = NULL;
+    CHECK_OK(cohort_coord_client_heartbeat(client, "cjob", "a", 0, -1, -1.0, -1.0, NULL, &active, NULL));
+    CHECK(active == 0);
+    CHECK_OK(cohort_coord_client_join(client, "cjob", "b", NULL, NULL, &generation, &active, &rank));
+    CHECK(active == 1 && rank >= 0 && generation > 0);
+
+    CHECK_OK(cohort_coord_client_wait_for_world(client, "cjob", "a", 5000, &text, &length));
+    CHECK_HAS(text, "\"active\":true");
+    CHECK_HAS(text, "\"world_size\":2");
+    CHECK_HAS(text, "127.0.0.1:7000");
+    cohort_free(text);
+    text = NULL;
+    CHECK_OK(
+        cohort_coord_client_heartbeat(client, "cjob", "a", generation, 7, 0.25, 100.0, NULL, &active, &rendezvous));
+    CHECK(active == 1 && rendezvous == 0);
+    CHECK_OK(cohort_coord_client_job_state(client, "cjob", &text, NULL));
+    CHECK_HAS(text, "\"step\":7");
+    cohort_free(text);
+    text = NULL;
+
+    /* Store: bytes with a NUL in them, and a get that waits for nothing. */
+    CHECK_OK(cohort_coord_client_store_set(client, "cjob", generation, "addr/0", "a\0b", 3));
+    CHECK_OK(cohort_coord_client_store_get(client, "cjob", generation, "addr/0", 1000, &text, &length));
+    CHECK(text != NULL && length == 3 && memcmp(text, "a\0b", 3) == 0 && text[3] == '\0');
+    cohort_free(text);
+    text = NULL;
+    CHECK_ERR(cohort_coord_client_store_get(client, "cjob", generation, "never", 30, &text, &length),
+              COHORT_ERR_TIMEOUT, "'never'");
+    CHECK_ERR(cohort_coord_client_store_get(client, "cjob", generation, "never", 0, &text, &length),
+              COHORT_ERR_NOT_FOUND, "'never'");
+    CHECK_ERR(cohort_coord_client_store_set(client, "cjob", generation + 5, "k", "v", 1), COHORT_ERR_MISMATCH,
+              "generation");
+    CHECK(text == NULL);
+
+    /* Shards. */
+    CHECK_OK(cohort_coord_client_register_dataset(client, "cjob", "{\"shards\": [{\"id\": \"only\", \"bytes\": 5}]}"));
+    CHECK_OK(cohort_coord_client_next_shard(client, "cjob", "a", &text, &length));
+    CHECK_HAS(text, "\"granted\":true");
+    CHECK_HAS(text, "\"shard_id\":\"only\"");
+    {
+        const char* lease_text = text != NULL ? strstr(text, "\"lease\":") : NULL;
+        unsigned long long lease = 0;
+        CHECK(lease_text != NULL && sscanf(lease_text, "\"lease\":%llu", &lease) == 1);
+        CHECK_OK(cohort_coord_client_shard_done(client, "cjob", "a", (uint64_t)lease, &counted));
+        CHECK(counted == 1);
+        CHECK_OK(cohort_coord_client_shard_done(client, "cjob", "a", (uint64_t)lease, &counted));
+        CHECK(counted == 0);
+    }
+    cohort_free(text);
+    text = NULL;
+    CHECK_OK(cohort_coord_client_next_shard(client, "cjob", "a", &text, NULL));
+    CHECK_HAS(text, "\"finished\":true");
+    cohort_free(text);
+    text = NULL;
+
+    CHECK_OK(cohort_coord_client_leave(client, "cjob", "b"));
+    CHECK_OK(cohort_coord_client_heartbeat(client, "cjob", "a", generation, -1, -1.0, -1.0, NULL, NULL, &rendezvous));
+    CHECK(rendezvous == 1);
+
+    /* Errors. */
+    CHECK_ERR(cohort_coord_client_job_state(client, "no-such-job", &text, NULL), COHORT_ERR_NOT_FOUND, "no-such-job");
+    CHECK_OK(cohort_coord_client_create(url, "wrong", 0, 0, &wrong));
+    CHECK_ERR(cohort_coord_client_leave(wrong, "cjob", "a"), COHORT_ERR_PERMISSION_DENIED, "401");
+    CHECK_ERR(cohort_coord_client_create(NULL, NULL, 0, 0, &wrong), COHORT_ERR_INVALID_ARGUMENT, "url");
+    CHECK_ERR(cohort_coord_client_create("ftp://x", NULL, 0, 0, &client), COHORT_ERR_INVALID_ARGUMENT,
+              "http://HOST:PORT");
+    CHECK_ERR(cohort_coord_client_world(NULL, "cjob", "a", &text, NULL), COHORT_ERR_INVALID_ARGUMENT, "client");
+    CHECK(text == NULL);
+
+    cohort_coord_client_destroy(wrong);
+    cohort_coord_client_destroy(client);
+    cohort_coordinator_destroy(server);
+    cohort_coord_client_destroy(NULL);
+    cohort_coordinator_destroy(NULL);
+
+    /* A server that is gone: UNAVAILABLE naming the URL, within the deadline. */
+    CHECK_OK(cohort_coord_client_create(saved_url, NULL, 1000, 200, &client));
+    CHECK_ERR(cohort_coord_client_job_state(client, "cjob", &text, NULL), COHORT_ERR_UNAVAILABLE, "curl error");
+    cohort_coord_client_destroy(client);
+}
+
+int run_coordinator_tests(void); /* called by c_test.c's main() */
+
+int run_coordinator_tests(void) {
+    int failed_before = coord_failed;
+    test_coordinator();
+    printf("%-18s %s\n", "coordinator", coord_failed == failed_before ? "ok" : "FAILED");
+    printf("coordinator: %d passed, %d failed\n", coord_passed, coord_failed);
+    return coord_failed;
+}

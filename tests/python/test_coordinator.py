@@ -1,0 +1,113 @@
+"""cohort.Coordinator hosted in this process and cohort.CoordinatorClient:
+join, wait for the world, heartbeat, the store, shards, leave, and the
+errors for a wrong token, an unknown job and a wrong generation."""
+
+import threading
+import time
+import unittest
+
+import _support  # noqa: F401  (puts cohort on sys.path)
+import cohort
+
+SETTINGS = {"min_nodes": 2, "max_nodes": 2, "last_call": 0, "heartbeat_interval": 0.05}
+
+
+class CoordinatorTest(unittest.TestCase):
+    def setUp(self):
+        self.server = cohort.Coordinator(token="py-secret")
+        self.addCleanup(self.server.close)
+        self.client = cohort.CoordinatorClient(self.server.url, token="py-secret", timeout=5,
+                                               retry_deadline=2)
+        self.addCleanup(self.client.close)
+
+    def test_hosting(self):
+        self.assertTrue(self.server.url.startswith("http://127.0.0.1:"))
+        self.assertEqual(self.server.url, f"http://127.0.0.1:{self.server.port}")
+        with cohort.Coordinator(token="") as other:
+            self.assertNotEqual(other.port, self.server.port)
+        self.assertTrue(other.closed)
+        with self.assertRaises(cohort.InvalidArgument):
+            other.url
+
+    def test_rendezvous_store_shards(self):
+        c = self.client
+        c.create_job("train", SETTINGS)
+        self.assertEqual(c.job_state("train")["name"], "train")
+        self.assertEqual(c.join("train", "a", host="host-a", address="127.0.0.1:7000"),
+                         {"state": "waiting", "generation": 0, "rank": None})
+        self.assertFalse(c.world("train", "a")["active"])
+        self.assertEqual(c.heartbeat("train", "a")["state"], "waiting")
+
+        result = {}
+        waiter = threading.Thread(
+            target=lambda: result.update(world=c.wait_for_world("train", "a", timeout=5)))
+        waiter.start()
+        time.sleep(0.1)
+        joined = c.join("train", "b")
+        waiter.join()
+        self.assertEqual(joined["state"], "active")
+        world = result["world"]
+        self.assertTrue(world["active"])
+        self.assertEqual(world["world_size"], 2)
+        gen = world["generation"]
+        self.assertEqual(gen, joined["generation"])
+        self.assertIn("127.0.0.1:7000", [p["address"] for p in world["peers"]])
+
+        beat = c.heartbeat("train", "a", gen, step=3, step_time=0.5)
+        self.assertEqual(beat, {"generation": gen, "state": "active", "rendezvous": False})
+
+        c.store_set("train", gen, "addr/0", b"a\0b")
+        self.assertEqual(c.store_get("train", gen, "addr/0"), b"a\0b")
+        getter = {}
+        t = threading.Thread(
+            target=lambda: getter.update(v=c.store_get("train", gen, "late", timeout=5)))
+        t.start()
+        time.sleep(0.1)
+        c.store_set("train", gen, "late", "here")
+        t.join()
+        self.assertEqual(getter["v"], b"here")
+        with self.assertRaises(cohort.Timeout) as caught:
+            c.store_get("train", gen, "never", timeout=0.05)
+        self.assertIn("'never'", str(caught.exception))
+        with self.assertRaises(cohort.NotFound):
+            c.store_get("train", gen, "never")
+        with self.assertRaises(cohort.Mismatch):
+            c.store_set("train", gen + 1, "k", "v")
+
+        c.register_dataset("train", {"shards": [{"id": "s0", "bytes": 1}]})
+        lease = c.next_shard("train", "a")
+        self.assertTrue(lease["granted"])
+        self.assertEqual(lease["shard_id"], "s0")
+        self.assertTrue(c.shard_done("train", "a", lease["lease"]))
+        self.assertFalse(c.shard_done("train", "a", lease["lease"]))
+        self.assertTrue(c.next_shard("train", "a")["finished"])
+
+        c.leave("train", "b")
+        self.assertTrue(c.heartbeat("train", "a", gen)["rendezvous"])
+
+    def test_errors(self):
+        wrong = cohort.CoordinatorClient(self.server.url, token="nope", retry_deadline=0)
+        with self.assertRaises(cohort.PermissionDenied) as caught:
+            wrong.job_state("x")
+        self.assertIn("401", str(caught.exception))
+        with self.assertRaises(cohort.NotFound) as caught:
+            self.client.job_state("no-such-job")
+        self.assertIn("no-such-job", str(caught.exception))
+        with self.assertRaises(cohort.InvalidArgument):
+            cohort.CoordinatorClient("localhost:1")
+        with self.assertRaises(cohort.InvalidArgument):
+            self.client.wait_for_world("x", "y", timeout=-1)
+
+    def test_dead_server_is_unavailable(self):
+        url = self.server.url
+        self.server.close()
+        client = cohort.CoordinatorClient(url, timeout=1, retry_deadline=0.2)
+        start = time.monotonic()
+        with self.assertRaises(cohort.Unavailable) as caught:
+            client.job_state("x")
+        self.assertLess(time.monotonic() - start, 3)
+        self.assertIn(url, str(caught.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
