@@ -257,7 +257,7 @@ uint16_t free_port() {
 TEST(StoreUrl, BadUrlsSayWhatIsWrong) {
     const std::pair<std::string, std::string> cases[] = {
         {"", "has no scheme"},
-        {"localhost:29500", "has no scheme; expected tcp://HOST:PORT or file:///DIR"},
+        {"localhost:29500", "has no scheme; expected tcp://HOST:PORT, file:///DIR or coordinator://HOST:PORT/JOB/GENERATION"},
         {"http://h:1", "unknown scheme 'http'"},
         {"tcp://h", "no port"},
         {"tcp://h:", "no port"},
