@@ -29,11 +29,9 @@ test never hangs. Standard library only.
 import argparse
 import glob
 import http.client
-import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,27 +39,13 @@ import threading
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
+
+from coordinator_http import CaseFailed, check, free_port, ok, request
 
 CASE_DEADLINE_S = 90.0
 FAILURE_TIMEOUT_S = 2.0      # the job's; the outage lasts longer than this
 OUTAGE_S = 3.0
 SHARDS = 12
-
-
-class CaseFailed(Exception):
-    pass
-
-
-def check(condition, message):
-    if not condition:
-        raise CaseFailed(message)
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Coordinator:
@@ -106,33 +90,6 @@ def start(exe, data_dir, port, workdir, name):
     url = c.started()
     check(url is not None, f"{name}: the coordinator did not start (exit {c.proc.returncode}): {c.stderr()}")
     return c
-
-
-def request(url, method, path, body=None, raw=None, timeout=10):
-    """(status, parsed JSON or raw bytes)."""
-    data = None
-    headers = {}
-    if body is not None:
-        data = json.dumps(body).encode()
-        headers["Content-Type"] = "application/json"
-    elif raw is not None:
-        data = raw
-        headers["Content-Type"] = "application/octet-stream"
-    req = urllib.request.Request(url + path, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            status, payload, ctype = r.status, r.read(), r.headers.get("Content-Type", "")
-    except urllib.error.HTTPError as e:
-        status, payload, ctype = e.code, e.read(), e.headers.get("Content-Type", "")
-    if "json" in ctype:
-        return status, json.loads(payload)
-    return status, payload
-
-
-def ok(url, method, path, body=None, raw=None, expect=(200, 201)):
-    status, answer = request(url, method, path, body, raw)
-    check(status in expect, f"{method} {path}: {status} {answer}")
-    return answer
 
 
 class Heartbeats(threading.Thread):
