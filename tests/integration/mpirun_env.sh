@@ -43,8 +43,13 @@ with cohort.Communicator.from_env(timeout=60, connect_timeout=60) as comm:
     expected = comm.size * (comm.size - 1) // 2
     if value[0] != expected:
         sys.exit(f"rank {comm.rank}: allreduce gave {value[0]}, expected {expected}")
-    print(f"worker rank {comm.rank} of {comm.size} local {env.local_rank} source {env.source} "
-          f"sum {value[0]} ok", flush=True)
+    line = (f"worker rank {comm.rank} of {comm.size} local {env.local_rank} source {env.source} "
+            f"sum {value[0]} ok\n")
+    # mpirun forwards the ranks' stdout in chunks that can interleave
+    # mid-line, so each rank also leaves its line in a file of its own.
+    with open(f"{sys.argv[1]}/result-{comm.rank}.txt", "w") as out:
+        out.write(line)
+    print(line, end="", flush=True)
 EOF
 
 # Only the store, the library and the package are passed; rank and size
@@ -60,20 +65,15 @@ export PYTHONDONTWRITEBYTECODE=1
 status=0
 timeout 120 mpirun --allow-run-as-root --oversubscribe -np "$ranks" \
   -x COHORT_STORE -x COHORT_LIBRARY -x PYTHONPATH -x PYTHONDONTWRITEBYTECODE \
-  "$python" "$work/worker.py" >"$work/out.txt" 2>&1 || status=$?
+  "$python" "$work/worker.py" "$work" >"$work/out.txt" 2>&1 || status=$?
 cat "$work/out.txt"
 if [ "$status" -ne 0 ]; then
   echo "FAILED: mpirun exited with status $status"
   exit 1
 fi
-ok=$(grep -c "^worker rank .* sum $((ranks * (ranks - 1) / 2)) ok$" "$work/out.txt" || true)
-if [ "$ok" -ne "$ranks" ]; then
-  echo "FAILED: $ok of $ranks workers reported success"
-  exit 1
-fi
 for r in $(seq 0 $((ranks - 1))); do
-  if ! grep -q "^worker rank $r of $ranks " "$work/out.txt"; then
-    echo "FAILED: no line from rank $r"
+  if ! grep -q "^worker rank $r of $ranks .* sum $((ranks * (ranks - 1) / 2)) ok$" "$work/result-$r.txt" 2>/dev/null; then
+    echo "FAILED: rank $r did not report success (no or wrong $work/result-$r.txt)"
     exit 1
   fi
 done
