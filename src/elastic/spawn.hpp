@@ -1,0 +1,30 @@
+// Starting a worker process for the local scheduler, and the words for how
+// one ended.
+#pragma once
+
+#include <cohort/scheduler.hpp>
+
+#include <string>
+
+#include <sys/types.h>
+
+namespace cohort::detail {
+
+struct Spawned {
+    pid_t pid = -1;
+    int error = 0;  // errno when it could not start (ENOENT, EACCES, ...)
+};
+
+// Starts spec.argv in a process group of its own (pgid = pid) with stdin
+// on /dev/null, an empty signal mask and default signal dispositions, in
+// spec.cwd, with the caller's environment plus spec.env. Throws
+// Error(invalid_argument) for an empty argv or a bad variable name.
+Spawned spawn_worker(const WorkerSpec& spec);
+
+// "cannot start 'trainer': No such file or directory"
+std::string start_failure(const WorkerSpec& spec, int error);
+
+// Fills kind, exit_code, signal and message from a waitpid status.
+void describe_status(int status, WorkerExit& exit);
+
+}  // namespace cohort::detail
