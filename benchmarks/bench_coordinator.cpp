@@ -3,7 +3,8 @@
 // and simulates the members with asynchronous Beast clients multiplexed over
 // a pool of keep-alive connections on one client thread:
 //   1. all join a job with min = max = N; time from the last join's answer
-//      until every member has read its rank from GET .../world;
+//      until every member has read its rank from GET .../world?peers=false
+//      (the rank without the N-entry peer list);
 //   2. each member heartbeats once per interval (spread evenly) for S
 //      seconds: latency percentiles and the server thread's CPU;
 //   3. one member falls silent: time until every survivor has seen the new
@@ -259,7 +260,7 @@ void ScaleRun::heartbeat(std::size_t i) {
 }
 
 void ScaleRun::fetch_world(std::size_t i) {
-    send(i, http::verb::get, job_path("world?member=" + members_[i].id), {}, [this, i](Reply& r) {
+    send(i, http::verb::get, job_path("world?member=" + members_[i].id + "&peers=false"), {}, [this, i](Reply& r) {
         if (!check(r, "world of " + members_[i].id)) return;
         world_mb += static_cast<double>(r.body.size()) / 1e6;
         if (json_field(r.body, "state") != "\"active\"") {  // the round has not closed yet: ask again
@@ -419,7 +420,7 @@ void rows(const Options& o, const ScaleRun& r, const std::string& load_before, c
     if (r.phases_done < 1) return;
     std::printf("| %zu joins (last one closes the round) | %.3f s (%.0f joins/s) | | |\n", o.members, r.joins_s,
                 static_cast<double>(o.members) / r.joins_s);
-    std::printf("| last join's answer -> all %zu members read their rank (GET world, %.0f MB) | %.3f s | <= 1 s | %s |\n",
+    std::printf("| last join's answer -> all %zu members read their rank (GET world?peers=false, %.1f MB) | %.3f s | <= 1 s | %s |\n",
                 o.members, r.world_mb, r.rank_s, met(r.rank_s <= 1.0));
     std::printf("| heartbeats meanwhile | %zu, p50 %.2f ms, p99 %.2f ms, max %.1f ms | | |\n", r.forming_hb.count,
                 r.forming_hb.p50, r.forming_hb.p99, r.forming_hb.max);

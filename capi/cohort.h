@@ -1050,6 +1050,42 @@ COHORT_API int cohort_coord_client_store_set(cohort_coord_client* client, const 
 COHORT_API int cohort_coord_client_store_get(cohort_coord_client* client, const char* job,
                                              uint64_t generation, const char* key,
                                              int64_t timeout_ms, char** value, size_t* length);
+/* Adds delta to the integer stored under key (absent: 0) and gives the sum
+ * in *value (may be NULL). INVALID_ARGUMENT when the value stored is not a
+ * decimal integer. */
+COHORT_API int cohort_coord_client_store_add(cohort_coord_client* client, const char* job,
+                                             uint64_t generation, const char* key, int64_t delta,
+                                             int64_t* value);
+/* Stores `desired` when the key's value equals `expected` (expected NULL:
+ * when the key is absent). *stored (may be NULL) is 1 when it stored;
+ * *current gets the value after the call plus a NUL (NULL when the key is
+ * absent); free it with cohort_free. current may be NULL. */
+COHORT_API int cohort_coord_client_store_compare_and_set(cohort_coord_client* client, const char* job,
+                                                         uint64_t generation, const char* key,
+                                                         const void* expected, size_t expected_length,
+                                                         const void* desired, size_t desired_length,
+                                                         int32_t* stored, char** current,
+                                                         size_t* current_length);
+/* Waits up to timeout_ms for every one of the `count` keys; TIMEOUT naming
+ * the keys still missing. */
+COHORT_API int cohort_coord_client_store_wait(cohort_coord_client* client, const char* job,
+                                              uint64_t generation, const char* const* keys,
+                                              size_t count, int64_t timeout_ms);
+/* Deletes the key; *deleted (may be NULL) is 1 when it was there. */
+COHORT_API int cohort_coord_client_store_delete(cohort_coord_client* client, const char* job,
+                                                uint64_t generation, const char* key,
+                                                int32_t* deleted);
+/* A heartbeat with any metrics (NULL: none) as JSON, in the form of the
+ * heartbeat route (docs/coordinator.md, "Heartbeats"): {"step",
+ * "step_time", "samples_per_sec", "data_wait", "collective_wait",
+ * "collective_seq", "in_collective", "gpu", "samples": [{"age", "step",
+ * ...}]}. *reply gets the answer: {"generation", "state", "rendezvous"
+ * and, while active, "rank", "world_size"}; free it with cohort_free.
+ * INVALID_ARGUMENT naming the field for metrics of the wrong shape. */
+COHORT_API int cohort_coord_client_heartbeat_json(cohort_coord_client* client, const char* job,
+                                                  const char* member, uint64_t generation,
+                                                  const char* metrics_json, char** reply,
+                                                  size_t* length);
 /* Registers the job's dataset ({"shards": [{"id", "bytes"?, "hosts"?}],
  * "epochs"?, "shuffle"?, "seed"?, "lease_duration"?}). */
 COHORT_API int cohort_coord_client_register_dataset(cohort_coord_client* client,
@@ -1064,6 +1100,81 @@ COHORT_API int cohort_coord_client_next_shard(cohort_coord_client* client, const
 COHORT_API int cohort_coord_client_shard_done(cohort_coord_client* client, const char* job,
                                               const char* member, uint64_t lease,
                                               int32_t* counted);
+
+/* -------------------------------------------------------------- membership */
+
+/* This process as a member of an elastic job (docs/elastic.md): it joins the
+ * coordinator, heartbeats on a thread of its own with the metrics recorded
+ * below, says when a new round opens, and builds each world's communicator
+ * on the coordinator's store. Unlike other handles, every call on a
+ * membership but destroy may overlap any other (it locks). */
+
+typedef struct cohort_membership cohort_membership;
+
+/* coordinator: "http://HOST:PORT" or "HOST:PORT"; job: the job to join.
+ * member NULL or "": HOST-PID; host NULL or "": the machine's host name. The
+ * token is $COHORT_COORDINATOR_TOKEN. Contacts nobody yet. Pairs with
+ * cohort_membership_destroy. */
+COHORT_API int cohort_membership_create(const char* coordinator, const char* job, const char* member,
+                                        const char* host, cohort_membership** out);
+/* The same from $COHORT_COORDINATOR, $COHORT_JOB, $COHORT_MEMBER, $COHORT_HOST,
+ * $COHORT_COORDINATOR_TOKEN and $COHORT_GENERATION (set by a launcher that
+ * joined this member already: it is not joined again). INVALID_ARGUMENT
+ * naming the variable when one is missing or malformed. Pairs with
+ * cohort_membership_destroy. */
+COHORT_API int cohort_membership_from_env(cohort_membership** out);
+/* Stops heartbeating (waiting at most for the heartbeat under way) without
+ * leaving the job. NULL is ignored. */
+COHORT_API void cohort_membership_destroy(cohort_membership* membership);
+/* The member's id and job; borrowed from the handle. */
+COHORT_API int cohort_membership_member(const cohort_membership* membership, const char** member);
+COHORT_API int cohort_membership_job(const cohort_membership* membership, const char** job);
+
+/* Joins (or, after cohort_membership_round_pending said so, joins the new
+ * round), heartbeats, and waits up to timeout_ms for the member's world:
+ * {"active": true, "generation", "rank", "world_size", "local_rank",
+ * "local_world_size", "node_rank"}; free *world_json with cohort_free.
+ * With no round pending it returns the current world at once. TIMEOUT when
+ * the round has not closed in time (the member keeps waiting in the job:
+ * call again); NOT_FOUND for an unknown job. */
+COHORT_API int cohort_membership_next_world(cohort_membership* membership, int64_t timeout_ms,
+                                            char** world_json, size_t* length);
+/* *pending is 1 once a heartbeat answer said a new round is open (or the
+ * member is no longer in its world): finish or abandon the step, destroy
+ * the communicator, call cohort_membership_next_world. */
+COHORT_API int cohort_membership_round_pending(const cohort_membership* membership, int32_t* pending);
+/* A communicator for the last world, bootstrapped on the coordinator's store
+ * of its generation (blocks until every rank of the world made one).
+ * INVALID_ARGUMENT before the first world. Pairs with cohort_comm_destroy. */
+COHORT_API int cohort_membership_communicator(const cohort_membership* membership, cohort_comm** out);
+
+/* One training step for the next heartbeat, in seconds; a negative value is
+ * not measured and not sent. At most 64 steps are kept between two
+ * heartbeats, the oldest dropped first. */
+COHORT_API int cohort_membership_record_step(cohort_membership* membership, uint64_t step, double step_time,
+                                             double samples_per_sec, double data_wait,
+                                             double collective_wait);
+/* The collective the program is in (inside 1) or last left (inside 0), by
+ * its sequence number: hang diagnosis names the ranks that never entered
+ * the collective the others wait in. */
+COHORT_API int cohort_membership_set_collective(cohort_membership* membership, uint64_t sequence,
+                                                int32_t inside);
+/* GPU samples (any JSON value, e.g. a GPU monitor's) sent with the
+ * heartbeats from now on; NULL or "" sends none. INVALID_ARGUMENT when it
+ * is not JSON. */
+COHORT_API int cohort_membership_set_gpu_json(cohort_membership* membership, const char* json);
+
+/* The member's next shard lease, as cohort_coord_client_next_shard; free
+ * *json with cohort_free. */
+COHORT_API int cohort_membership_next_shard(cohort_membership* membership, char** json, size_t* length);
+/* Reports a lease done: {"outcome": "counted"|"counted_late"|"already_done",
+ * "counted"}; free *json with cohort_free. */
+COHORT_API int cohort_membership_shard_done(cohort_membership* membership, uint64_t lease, char** json,
+                                            size_t* length);
+
+/* Stops heartbeating and says goodbye: the job opens a new round at once.
+ * Calling it again does nothing; cohort_membership_next_world joins again. */
+COHORT_API int cohort_membership_leave(cohort_membership* membership);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -4,12 +4,17 @@
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+
+#include <fmt/format.h>
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 using cohort::Errc;
 using cohort::Error;
@@ -52,6 +57,68 @@ std::string world_json(const cohort::MemberWorld& w) {
         o["peers"] = std::move(peers);
     }
     return json::serialize(o);
+}
+
+// The heartbeat route's metrics object as the client's struct; the field
+// names are the wire's (docs/coordinator.md, "Heartbeats").
+cohort::HeartbeatMetrics metrics_from_text(const char* text, const char* fn) {
+    boost::system::error_code ec;
+    const json::value v = json::parse(text, ec);
+    const auto bad = [&](std::string_view what) {
+        return cohort::Error(cohort::Errc::invalid_argument, fmt::format("{}: metrics_json: {}", fn, what));
+    };
+    if (ec) throw bad(fmt::format("not JSON ({})", ec.message()));
+    if (!v.is_object()) throw bad("must be an object");
+    const auto number = [&](const json::object& o, std::string_view key, std::string_view where) {
+        const json::value& x = o.at(key);
+        if (!x.is_number() || x.to_number<double>() < 0) {
+            throw bad(fmt::format("{}{} must be a number of at least 0", where, key));
+        }
+        return x.to_number<double>();
+    };
+    const auto count = [&](const json::object& o, std::string_view key, std::string_view where) {
+        const json::value& x = o.at(key);
+        if (x.is_uint64()) return x.get_uint64();
+        if (x.is_int64() && x.get_int64() >= 0) return static_cast<uint64_t>(x.get_int64());
+        throw bad(fmt::format("{}{} must be a whole number of at least 0", where, key));
+    };
+    cohort::HeartbeatMetrics m;
+    for (const auto& [key, value] : v.as_object()) {
+        const auto& o = v.as_object();
+        if (key == "step") m.step = count(o, key, "");
+        else if (key == "step_time") m.step_time = number(o, key, "");
+        else if (key == "samples_per_sec") m.samples_per_sec = number(o, key, "");
+        else if (key == "data_wait") m.data_wait = number(o, key, "");
+        else if (key == "collective_wait") m.collective_wait = number(o, key, "");
+        else if (key == "collective_seq") m.collective_seq = count(o, key, "");
+        else if (key == "in_collective") {
+            if (!value.is_bool()) throw bad("in_collective must be true or false");
+            m.in_collective = value.get_bool();
+        } else if (key == "gpu") m.gpu_json = json::serialize(value);
+        else if (key == "samples") {
+            if (!value.is_array()) throw bad("samples must be an array");
+            for (std::size_t i = 0; i < value.as_array().size(); ++i) {
+                const json::value& s = value.as_array()[i];
+                const std::string where = fmt::format("samples[{}].", i);
+                if (!s.is_object()) throw bad(where + " must be an object");
+                cohort::StepSample sample;
+                for (const auto& [k, x] : s.as_object()) {
+                    const auto& so = s.as_object();
+                    if (k == "age") sample.age = number(so, k, where);
+                    else if (k == "step") sample.step = count(so, k, where);
+                    else if (k == "step_time") sample.step_time = number(so, k, where);
+                    else if (k == "samples_per_sec") sample.samples_per_sec = number(so, k, where);
+                    else if (k == "data_wait") sample.data_wait = number(so, k, where);
+                    else if (k == "collective_wait") sample.collective_wait = number(so, k, where);
+                    else throw bad(fmt::format("{}{}: unknown field", where, std::string_view(k)));
+                }
+                m.samples.push_back(sample);
+            }
+        } else {
+            throw bad(fmt::format("{}: unknown field", std::string_view(key)));
+        }
+    }
+    return m;
 }
 
 std::string lease_json(const cohort::ShardLease& l) {
@@ -238,6 +305,84 @@ int cohort_coord_client_store_get(cohort_coord_client* client, const char* job, 
         require(value, fn, "value");
         const auto timeout = non_negative_ms(timeout_ms, fn, "timeout_ms");
         give_text(client->impl.store_get(job, generation, key, timeout), value, length);
+    });
+}
+
+int cohort_coord_client_store_add(cohort_coord_client* client, const char* job, uint64_t generation, const char* key,
+                                  int64_t delta, int64_t* value) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(key, fn, "key");
+        const int64_t sum = client->impl.store_add(job, generation, key, delta);
+        if (value != nullptr) *value = sum;
+    });
+}
+
+int cohort_coord_client_store_compare_and_set(cohort_coord_client* client, const char* job, uint64_t generation,
+                                              const char* key, const void* expected, size_t expected_length,
+                                              const void* desired, size_t desired_length, int32_t* stored,
+                                              char** current, size_t* current_length) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(key, fn, "key");
+        if (desired == nullptr && desired_length > 0) require(desired, fn, "desired");
+        std::optional<std::string> want;
+        if (expected != nullptr) want.emplace(static_cast<const char*>(expected), expected_length);
+        const std::string_view value(desired_length > 0 ? static_cast<const char*>(desired) : "", desired_length);
+        const cohort::StoreCasResult r = client->impl.store_compare_and_set(job, generation, key, want, value);
+        if (stored != nullptr) *stored = r.stored ? 1 : 0;
+        if (current != nullptr) {
+            *current = nullptr;
+            if (current_length != nullptr) *current_length = 0;
+            if (r.value) give_text(*r.value, current, current_length);
+        }
+    });
+}
+
+int cohort_coord_client_store_wait(cohort_coord_client* client, const char* job, uint64_t generation,
+                                   const char* const* keys, size_t count, int64_t timeout_ms) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        if (count > 0) require(keys, fn, "keys");
+        std::vector<std::string> list;
+        list.reserve(count);
+        for (size_t i = 0; i < count; ++i) {
+            if (keys[i] == nullptr) {
+                throw cohort::Error(cohort::Errc::invalid_argument, fmt::format("{}: keys[{}] is NULL", fn, i));
+            }
+            list.emplace_back(keys[i]);
+        }
+        client->impl.store_wait(job, generation, list, non_negative_ms(timeout_ms, fn, "timeout_ms"));
+    });
+}
+
+int cohort_coord_client_store_delete(cohort_coord_client* client, const char* job, uint64_t generation,
+                                     const char* key, int32_t* deleted) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(key, fn, "key");
+        const bool was = client->impl.store_remove(job, generation, key);
+        if (deleted != nullptr) *deleted = was ? 1 : 0;
+    });
+}
+
+int cohort_coord_client_heartbeat_json(cohort_coord_client* client, const char* job, const char* member,
+                                       uint64_t generation, const char* metrics_json, char** reply,
+                                       size_t* length) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(member, fn, "member");
+        require(reply, fn, "reply");
+        std::optional<cohort::HeartbeatMetrics> metrics;
+        if (metrics_json != nullptr && *metrics_json != '\0') metrics = metrics_from_text(metrics_json, fn);
+        const cohort::HeartbeatReply r = client->impl.heartbeat(job, member, generation, metrics);
+        json::object o;
+        o["generation"] = r.generation;
+        o["state"] = r.state;
+        o["rendezvous"] = r.rendezvous;
+        if (r.rank) o["rank"] = *r.rank;
+        if (r.world_size) o["world_size"] = *r.world_size;
+        give_text(json::serialize(o), reply, length);
     });
 }
 

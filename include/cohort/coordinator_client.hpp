@@ -65,11 +65,30 @@ struct JoinReply {
     std::optional<uint32_t> rank;  // when active
 };
 
+// One step a member took, sent in a heartbeat's batch. Seconds.
+struct StepSample {
+    double age = 0;  // how long before the heartbeat was sent the step ended
+    uint64_t step = 0;
+    std::optional<double> step_time;
+    std::optional<double> samples_per_sec;
+    std::optional<double> data_wait;        // waiting for input
+    std::optional<double> collective_wait;  // inside collectives
+};
+
+// What a heartbeat reports about the training (docs/coordinator.md,
+// "Heartbeats"); every field optional. The top-level fields describe the
+// latest step; `samples` the steps since the previous heartbeat, oldest first.
 struct HeartbeatMetrics {
     std::optional<uint64_t> step;
     std::optional<double> step_time;
     std::optional<double> samples_per_sec;
-    std::string gpu_json;  // any JSON value, or empty
+    std::optional<double> data_wait;
+    std::optional<double> collective_wait;
+    // The collective the member is in or last left, and whether it is inside.
+    std::optional<uint64_t> collective_seq;
+    std::optional<bool> in_collective;
+    std::string gpu_json;  // any JSON value (cohort::GpuSample::to_json()), or empty
+    std::vector<StepSample> samples;
 };
 
 struct HeartbeatReply {
@@ -77,6 +96,9 @@ struct HeartbeatReply {
     std::string state;        // "waiting" or "active"
     // A new round is open: leave the communicator, join again, read the new world.
     bool rendezvous = false;
+    // When active: the member's rank and world size in `generation`.
+    std::optional<uint32_t> rank;
+    std::optional<uint32_t> world_size;
 };
 
 struct RoundReply {
@@ -152,7 +174,10 @@ public:
                              const std::optional<HeartbeatMetrics>& metrics = std::nullopt);
     void leave(std::string_view job, std::string_view member);
     RoundReply request_round(std::string_view job, std::string_view member);
-    MemberWorld world(std::string_view job, std::string_view member);
+    // peers == false: the rank and sizes without the peer list (a few dozen
+    // bytes instead of one entry per member; what a member that only needs
+    // its rank should ask for in a large job).
+    MemberWorld world(std::string_view job, std::string_view member, bool peers = true);
     // Heartbeats (generation 0) at the job's heartbeat interval and reads the
     // member's world until it has one; Error(timeout) after `timeout`.
     MemberWorld wait_for_world(std::string_view job, std::string_view member, std::chrono::milliseconds timeout);

@@ -41,6 +41,7 @@ from .errors import (BufferTooSmall, CallbackError, Closed, Error, FileError, In
 from .gpu import (BackendChoice, BackendInfo, GpuMonitor, GpuProbe, GpuSummary, WindowStats,
                   gpu_backends)
 from .launch_env import LaunchEnv, communicator_from_env, read_launch_env
+from .membership import Membership
 from .rules import (Action, Context, Evaluation, ExplainStep, Expression, Firing, Outcome,
                     RuleEngine, RuleError, RuleEvent, Symbols, check_rules, check_rules_string)
 from .sharding import PlanOptions, ShardPlan, plan_shards
@@ -56,7 +57,7 @@ __all__ = [
     "gpu_backends",
     "Communicator", "Work", "DTYPES", "REDUCE_OPS", "ALGORITHMS",
     "LaunchEnv", "read_launch_env", "communicator_from_env",
-    "Coordinator", "CoordinatorClient",
+    "Coordinator", "CoordinatorClient", "Membership",
     "version", "strerror", "library_path",
     "ROLES", "STATUSES", "LEVELS", "STRATEGIES", "FORMATS",
     "Error", "InvalidArgument", "ParseError", "FileError", "NotFound", "OutOfRange",

@@ -42,6 +42,7 @@ work_p = _opaque("cohort_work")
 launch_env_p = _opaque("cohort_launch_env")
 coordinator_p = _opaque("cohort_coordinator")
 coord_client_p = _opaque("cohort_coord_client")
+membership_p = _opaque("cohort_membership")
 
 
 class gpu_summary(Structure):
@@ -331,11 +332,39 @@ PROTOTYPES = {
                                                 c_char_p, c_size_t]),
     "cohort_coord_client_store_get": (_STATUS, [coord_client_p, c_char_p, c_uint64, c_char_p,
                                                 c_int64, _owned_out, _P(c_size_t)]),
+    "cohort_coord_client_store_add": (_STATUS, [coord_client_p, c_char_p, c_uint64, c_char_p, c_int64,
+                                                _P(c_int64)]),
+    "cohort_coord_client_store_compare_and_set": (_STATUS, [coord_client_p, c_char_p, c_uint64, c_char_p,
+                                                            c_void_p, c_size_t, c_void_p, c_size_t,
+                                                            _P(c_int32), _owned_out, _P(c_size_t)]),
+    "cohort_coord_client_store_wait": (_STATUS, [coord_client_p, c_char_p, c_uint64, _P(c_char_p),
+                                                 c_size_t, c_int64]),
+    "cohort_coord_client_store_delete": (_STATUS, [coord_client_p, c_char_p, c_uint64, c_char_p,
+                                                   _P(c_int32)]),
+    "cohort_coord_client_heartbeat_json": (_STATUS, [coord_client_p, c_char_p, c_char_p, c_uint64,
+                                                     c_char_p, _owned_out, _P(c_size_t)]),
     "cohort_coord_client_register_dataset": (_STATUS, [coord_client_p, c_char_p, c_char_p]),
     "cohort_coord_client_next_shard": (_STATUS, [coord_client_p, c_char_p, c_char_p, _owned_out,
                                                  _P(c_size_t)]),
     "cohort_coord_client_shard_done": (_STATUS, [coord_client_p, c_char_p, c_char_p, c_uint64,
                                                  _P(c_int32)]),
+    # membership
+    "cohort_membership_create": (_STATUS, [c_char_p, c_char_p, c_char_p, c_char_p,
+                                           _P(membership_p)]),
+    "cohort_membership_from_env": (_STATUS, [_P(membership_p)]),
+    "cohort_membership_destroy": (None, [membership_p]),
+    "cohort_membership_member": (_STATUS, [membership_p, _cstr_out]),
+    "cohort_membership_job": (_STATUS, [membership_p, _cstr_out]),
+    "cohort_membership_next_world": (_STATUS, [membership_p, c_int64, _owned_out, _P(c_size_t)]),
+    "cohort_membership_round_pending": (_STATUS, [membership_p, _P(c_int32)]),
+    "cohort_membership_communicator": (_STATUS, [membership_p, _P(comm_p)]),
+    "cohort_membership_record_step": (_STATUS, [membership_p, c_uint64, c_double, c_double,
+                                                c_double, c_double]),
+    "cohort_membership_set_collective": (_STATUS, [membership_p, c_uint64, c_int32]),
+    "cohort_membership_set_gpu_json": (_STATUS, [membership_p, c_char_p]),
+    "cohort_membership_next_shard": (_STATUS, [membership_p, _owned_out, _P(c_size_t)]),
+    "cohort_membership_shard_done": (_STATUS, [membership_p, c_uint64, _owned_out, _P(c_size_t)]),
+    "cohort_membership_leave": (_STATUS, [membership_p]),
 }
 
 _lock = threading.Lock()

@@ -172,6 +172,64 @@ class CoordinatorClient(_util.Handle):
                           _util.text("job", job), _util.u64("generation", generation),
                           _util.text("key", key), _ms("timeout", timeout))
 
+    def store_add(self, job, generation, key, delta):
+        """Adds delta to the integer under key (absent: 0); the sum."""
+        value = ctypes.c_int64()
+        if not isinstance(delta, int) or isinstance(delta, bool):
+            raise InvalidArgument(f"delta must be an int, not {delta!r}")
+        self._lib.cohort_coord_client_store_add(self._h(), _util.text("job", job),
+                                                _util.u64("generation", generation),
+                                                _util.text("key", key), delta, byref(value))
+        return value.value
+
+    def store_compare_and_set(self, job, generation, key, expected, desired):
+        """Stores `desired` when the value is `expected` (None: when the key
+        is absent). (stored, value after the call or None)."""
+        want = None if expected is None else (
+            expected.encode() if isinstance(expected, str) else bytes(expected))
+        data = desired.encode() if isinstance(desired, str) else bytes(desired)
+        lib = _lib.load()
+        stored = ctypes.c_int32()
+        buf = ctypes.POINTER(ctypes.c_char)()
+        length = ctypes.c_size_t()
+        self._lib.cohort_coord_client_store_compare_and_set(
+            self._h(), _util.text("job", job), _util.u64("generation", generation),
+            _util.text("key", key), want, 0 if want is None else len(want), data, len(data),
+            byref(stored), byref(buf), byref(length))
+        if not buf:
+            return bool(stored.value), None
+        try:
+            return bool(stored.value), ctypes.string_at(buf, length.value)
+        finally:
+            lib.cohort_free(buf)
+
+    def store_wait(self, job, generation, keys, timeout=60.0):
+        """Waits until every key exists; cohort.Timeout naming the missing."""
+        names = [_util.text("key", k) for k in keys]
+        array = (ctypes.c_char_p * max(1, len(names)))(*names)
+        self._lib.cohort_coord_client_store_wait(self._h(), _util.text("job", job),
+                                                 _util.u64("generation", generation),
+                                                 array, len(names), _ms("timeout", timeout))
+
+    def store_delete(self, job, generation, key):
+        """True when the key was there."""
+        deleted = ctypes.c_int32()
+        self._lib.cohort_coord_client_store_delete(self._h(), _util.text("job", job),
+                                                   _util.u64("generation", generation),
+                                                   _util.text("key", key), byref(deleted))
+        return bool(deleted.value)
+
+    def heartbeat_metrics(self, job, member, generation=0, metrics=None):
+        """A heartbeat with any metrics dict of the heartbeat route ("step",
+        "step_time", "samples_per_sec", "data_wait", "collective_wait",
+        "collective_seq", "in_collective", "gpu", "samples": [...]); the
+        answer: {"generation", "state", "rendezvous", and "rank",
+        "world_size" while active}."""
+        text = None if metrics is None else json.dumps(metrics).encode()
+        return json.loads(_json_text(self._lib.cohort_coord_client_heartbeat_json, self._h(),
+                                     _util.text("job", job), _util.text("member", member),
+                                     _util.u64("generation", generation), text))
+
     # -- shards
 
     def register_dataset(self, job, plan):

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -123,10 +124,14 @@ Communicator::Impl::Impl(const CommOptions& given) : options(given) {
         std::getline(text, port);
         std::getline(text, label);
         const auto ip = asio::ip::make_address(address, ec);
-        if (ec || port.empty())
-            throw Error(Errc::parse, fmt::format("rank {}: the store holds a malformed address for rank {}: '{}'",
-                                                 rank, r, address));
-        endpoints[r] = tcp::endpoint(ip, static_cast<uint16_t>(std::stoul(port)));
+        uint16_t port_number = 0;
+        const auto parsed = std::from_chars(port.data(), port.data() + port.size(), port_number);
+        if (ec || port.empty() || parsed.ec != std::errc() || parsed.ptr != port.data() + port.size())
+            throw Error(Errc::parse,
+                        fmt::format("rank {}: the store holds a malformed address for rank {}: '{}' port '{}' (is "
+                                    "another program using job id '{}' on this store?)",
+                                    rank, r, address, port, options.job_id));
+        endpoints[r] = tcp::endpoint(ip, port_number);
         hosts[r] = label.empty() ? address : label;
         if (r != rank && ip.is_loopback() && !local.address().is_loopback())
             throw Error(Errc::invalid_argument,

@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <cstdio>
 #include <latch>
 #include <map>
@@ -676,6 +679,83 @@ TEST(Addresses, UnknownInterfaceListsTheInterfaces) {
     m = error_message(Errc::invalid_argument, [&] { Communicator c(o); });
     EXPECT_TRUE(contains(m, "COHORT_SOCKET_IFNAME=nosuchif1")) << m;
     EXPECT_TRUE(contains(m, "lo")) << m;
+}
+
+// A malformed address in the option or COHORT_SOCKET_ADDR: the error names
+// where it came from and what is wrong, before anything is connected.
+TEST(Addresses, MalformedSocketAddressSaysWhereAndWhat) {
+    CommTempDir dir;
+    CommOptions o;
+    o.rank = 0;
+    o.size = 2;
+    o.store_url = "file://" + dir.path().string();
+    o.connect_timeout = 2s;
+    {
+        ScopedEnv addr("COHORT_SOCKET_ADDR", "127.0.0.1:99999");
+        const std::string m = error_message(Errc::invalid_argument, [&] { Communicator c(o); });
+        EXPECT_TRUE(contains(m, "COHORT_SOCKET_ADDR: port '99999' in '127.0.0.1:99999' is not a number from 0 to 65535"))
+            << m;
+    }
+    {
+        ScopedEnv addr("COHORT_SOCKET_ADDR", "[::1");
+        const std::string m = error_message(Errc::invalid_argument, [&] { Communicator c(o); });
+        EXPECT_TRUE(contains(m, "COHORT_SOCKET_ADDR: '[::1' is not HOST, HOST:PORT or [IPV6]:PORT")) << m;
+    }
+    ScopedEnv addr("COHORT_SOCKET_ADDR", nullptr);
+    o.address = "127.0.0.1:port";
+    const std::string m = error_message(Errc::invalid_argument, [&] { Communicator c(o); });
+    EXPECT_TRUE(contains(m, "the address option: port 'port' in '127.0.0.1:port'")) << m;
+}
+
+// What another rank left in the store is checked: a malformed entry is a
+// parse error naming the rank, never a crash.
+TEST(Addresses, MalformedAddressInTheStoreNamesTheRank) {
+    ScopedEnv addr("COHORT_SOCKET_ADDR", nullptr);
+    for (const char* entry : {"not-an-ip\n5000\nh", "127.0.0.1\nport\nh", "127.0.0.1\n\nh"}) {
+        CommTempDir fresh;
+        const std::string store_url = "file://" + fresh.path().string();
+        // Rank 1's first communicator of job "cohort", generation 0.
+        open_store(store_url)->set("cohort/cohort/0/1/rank/1", entry);
+        CommOptions o;
+        o.rank = 0;
+        o.size = 2;
+        o.store_url = store_url;
+        o.address = "127.0.0.1";
+        o.connect_timeout = 2s;
+        const std::string m = error_message(Errc::parse, [&] { Communicator c(o); });
+        EXPECT_TRUE(contains(m, "rank 0: the store holds a malformed address for rank 1")) << m;
+    }
+}
+
+// A rank that advertises a loopback address cannot be reached from another
+// machine: a rank listening on a routable address refuses to go on.
+TEST(Addresses, LoopbackAdvertisedToARoutableRankIsRefused) {
+    ScopedEnv addr("COHORT_SOCKET_ADDR", nullptr);
+    std::string routable;
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) == 0) {
+        for (ifaddrs* i = list; i != nullptr && routable.empty(); i = i->ifa_next) {
+            if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+            char text[INET_ADDRSTRLEN] = {};
+            inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+            if (std::string(text).rfind("127.", 0) != 0) routable = text;
+        }
+        freeifaddrs(list);
+    }
+    if (routable.empty()) GTEST_SKIP() << "this machine has no IPv4 address but loopback";
+    CommTempDir dir;
+    const std::string store_url = "file://" + dir.path().string();
+    open_store(store_url)->set("cohort/cohort/0/1/rank/1", "127.0.0.1\n5000\nother-host");
+    CommOptions o;
+    o.rank = 0;
+    o.size = 2;
+    o.store_url = store_url;
+    o.address = routable;
+    o.connect_timeout = 2s;
+    const std::string m = error_message(Errc::invalid_argument, [&] { Communicator c(o); });
+    EXPECT_TRUE(contains(m, "rank 1 advertises a loopback address (127.0.0.1) but this rank listens on " + routable))
+        << m;
+    EXPECT_TRUE(contains(m, "COHORT_SOCKET_IFNAME")) << m;
 }
 
 }  // namespace

@@ -110,6 +110,58 @@ static void test_coordinator(void) {
               "generation");
     CHECK(text == NULL);
 
+    /* Store: add, compare-and-set, wait, delete. */
+    {
+        int64_t sum = 0;
+        int32_t stored = -1, deleted = -1;
+        const char* keys[2] = {"addr/0", "counter"};
+        CHECK_OK(cohort_coord_client_store_add(client, "cjob", generation, "counter", 5, &sum));
+        CHECK(sum == 5);
+        CHECK_OK(cohort_coord_client_store_add(client, "cjob", generation, "counter", -2, &sum));
+        CHECK(sum == 3);
+        CHECK_ERR(cohort_coord_client_store_add(client, "cjob", generation, "addr/0", 1, &sum),
+                  COHORT_ERR_INVALID_ARGUMENT, "addr/0");
+        CHECK_OK(cohort_coord_client_store_compare_and_set(client, "cjob", generation, "leader", NULL, 0, "a", 1,
+                                                           &stored, &text, &length));
+        CHECK(stored == 1 && text != NULL && length == 1 && text[0] == 'a');
+        cohort_free(text);
+        text = NULL;
+        CHECK_OK(cohort_coord_client_store_compare_and_set(client, "cjob", generation, "leader", "x", 1, "b", 1,
+                                                           &stored, &text, &length));
+        CHECK(stored == 0 && text != NULL && text[0] == 'a');
+        cohort_free(text);
+        text = NULL;
+        CHECK_OK(cohort_coord_client_store_wait(client, "cjob", generation, keys, 2, 1000));
+        keys[1] = "missing";
+        CHECK_ERR(cohort_coord_client_store_wait(client, "cjob", generation, keys, 2, 30), COHORT_ERR_TIMEOUT,
+                  "missing");
+        CHECK_OK(cohort_coord_client_store_delete(client, "cjob", generation, "leader", &deleted));
+        CHECK(deleted == 1);
+        CHECK_OK(cohort_coord_client_store_delete(client, "cjob", generation, "leader", &deleted));
+        CHECK(deleted == 0);
+    }
+
+    /* A heartbeat with batched steps and GPU samples, as JSON. */
+    CHECK_OK(cohort_coord_client_heartbeat_json(
+        client, "cjob", "a", generation,
+        "{\"step\": 9, \"collective_seq\": 4, \"in_collective\": true, \"gpu\": {\"gpus\": []},"
+        " \"samples\": [{\"age\": 0.5, \"step\": 8, \"step_time\": 0.2}, {\"age\": 0, \"step\": 9}]}",
+        &text, &length));
+    CHECK_HAS(text, "\"state\":\"active\"");
+    CHECK_HAS(text, "\"world_size\":2");
+    cohort_free(text);
+    text = NULL;
+    CHECK_OK(cohort_coord_client_job_state(client, "cjob", &text, NULL));
+    CHECK_HAS(text, "\"step\":9");
+    CHECK_HAS(text, "\"collective_seq\":4");
+    cohort_free(text);
+    text = NULL;
+    CHECK_ERR(cohort_coord_client_heartbeat_json(client, "cjob", "a", generation, "{\"step\": -1}", &text, NULL),
+              COHORT_ERR_INVALID_ARGUMENT, "step");
+    CHECK_ERR(cohort_coord_client_heartbeat_json(client, "cjob", "a", generation, "{\"speed\": 1}", &text, NULL),
+              COHORT_ERR_INVALID_ARGUMENT, "speed: unknown field");
+    CHECK(text == NULL);
+
     /* Shards. */
     CHECK_OK(cohort_coord_client_register_dataset(client, "cjob", "{\"shards\": [{\"id\": \"only\", \"bytes\": 5}]}"));
     CHECK_OK(cohort_coord_client_next_shard(client, "cjob", "a", &text, &length));

@@ -73,6 +73,27 @@ class CoordinatorTest(unittest.TestCase):
             c.store_get("train", gen, "never")
         with self.assertRaises(cohort.Mismatch):
             c.store_set("train", gen + 1, "k", "v")
+        self.assertEqual(c.store_add("train", gen, "n", 4), 4)
+        self.assertEqual(c.store_add("train", gen, "n", -1), 3)
+        self.assertEqual(c.store_compare_and_set("train", gen, "lead", None, "a"), (True, b"a"))
+        self.assertEqual(c.store_compare_and_set("train", gen, "lead", "x", "b"), (False, b"a"))
+        c.store_wait("train", gen, ["n", "lead"], timeout=1)
+        with self.assertRaises(cohort.Timeout) as caught:
+            c.store_wait("train", gen, ["n", "absent"], timeout=0.05)
+        self.assertIn("absent", str(caught.exception))
+        self.assertTrue(c.store_delete("train", gen, "lead"))
+        self.assertFalse(c.store_delete("train", gen, "lead"))
+
+        beat = c.heartbeat_metrics("train", "a", gen, {
+            "step": 5, "collective_seq": 2, "in_collective": False, "gpu": {"gpus": []},
+            "samples": [{"age": 0.2, "step": 4, "step_time": 0.1}, {"age": 0, "step": 5}]})
+        self.assertEqual(beat["world_size"], 2)
+        self.assertIn(beat["rank"], (0, 1))
+        member = [m for m in c.job_state("train")["members"] if m["id"] == "a"][0]
+        self.assertEqual(member["collective_seq"], 2)
+        with self.assertRaises(cohort.InvalidArgument) as caught:
+            c.heartbeat_metrics("train", "a", gen, {"samples": [{"age": -1, "step": 1}]})
+        self.assertIn("samples", str(caught.exception))
 
         c.register_dataset("train", {"shards": [{"id": "s0", "bytes": 1}]})
         lease = c.next_shard("train", "a")

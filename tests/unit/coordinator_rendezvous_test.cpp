@@ -179,11 +179,13 @@ TEST_F(CoordinatorRendezvous, RanksStayStableAcrossAFailure) {
     t = 107;
     state.tick(t);
     ASSERT_EQ(state_of("w2"), MemberState::failed);
-    for (const Node& n : {nodes[2], nodes[1], nodes[0]}) {
+    for (const Node& n : {nodes[2], nodes[0]}) {
         EXPECT_TRUE(beat(n.id).rendezvous);
         state.join("train", n, t);
     }
-    EXPECT_EQ(state.join("train", node("w5", "h5", "r1"), t).state, MemberState::active);  // max_nodes
+    EXPECT_EQ(state.join("train", node("w5", "h5", "r1"), t).state, MemberState::waiting);
+    EXPECT_TRUE(beat("w1").rendezvous);
+    EXPECT_EQ(state.join("train", nodes[1], t).state, MemberState::active);  // max_nodes, every survivor back
     // w1 keeps rank 0, survivors keep their order, w5 sits next to its rack mate.
     EXPECT_EQ(ranks(), (std::vector<std::string>{"w1", "w5", "w3", "w4"}));
     EXPECT_EQ(state.job("train").generation(), 2u);
@@ -230,6 +232,35 @@ TEST_F(CoordinatorRendezvous, GracefulLeaveOpensARoundAtOnce) {
     state.tick(t + 3);
     EXPECT_EQ(ranks(), (std::vector<std::string>{"n1", "n3"}));
     EXPECT_EQ(state.job("train").rounds().back().reason, "node 'n2' left");
+}
+
+TEST_F(CoordinatorRendezvous, RoundAfterAFailureClosesOnceEverySurvivorIsBack) {
+    create(2, 4);  // last_call 3 s
+    for (const char* id : {"n1", "n2", "n3", "n4"}) state.join("train", node(id), t);
+    ASSERT_EQ(state.job("train").generation(), 1u);
+    t = 101;
+    state.leave("train", "n4", t);
+    state.join("train", node("n1"), t);
+    state.join("train", node("n2"), t);
+    // n3 has not rejoined yet: the round waits for it (or for last_call).
+    state.tick(t);
+    EXPECT_EQ(state.job("train").phase(), "rendezvous");
+    t = 101.5;
+    state.join("train", node("n3"), t);
+    state.tick(t);  // every survivor is back: no last_call
+    EXPECT_EQ(state.job("train").generation(), 2u);
+    EXPECT_EQ(ranks(), (std::vector<std::string>{"n1", "n2", "n3"}));
+
+    // A survivor that never comes back is not waited for past last_call.
+    t = 110;
+    for (const char* id : {"n1", "n2", "n3"}) beat(id);
+    state.leave("train", "n3", t);
+    state.join("train", node("n1"), t);
+    state.tick(t + 2);
+    EXPECT_EQ(state.job("train").phase(), "rendezvous");  // n2 still active, below min
+    state.join("train", node("n2"), t + 2);
+    state.tick(t + 2);
+    EXPECT_EQ(state.job("train").generation(), 3u);
 }
 
 TEST_F(CoordinatorRendezvous, LateJoinerOpensARoundWithPolicyAuto) {
@@ -282,7 +313,13 @@ TEST_F(CoordinatorRendezvous, HeartbeatWithTheWrongGenerationIsAMismatch) {
     state.join("train", node("n2"), t);
     expect_error([&] { state.heartbeat("train", "n1", 2, std::nullopt, t); }, Errc::mismatch,
                  "job 'train': heartbeat from node 'n1' carries generation 2, but the node is in generation 1");
-    expect_error([&] { state.heartbeat("train", "n1", 0, std::nullopt, t); }, Errc::mismatch, "carries generation 0");
+    // Generation 0 is a member that has not read its world yet: accepted,
+    // and the answer tells it its rank.
+    const auto first = state.heartbeat("train", "n1", 0, std::nullopt, t);
+    EXPECT_EQ(first.state, MemberState::active);
+    ASSERT_TRUE(first.rank.has_value());
+    EXPECT_EQ(*first.rank, state.job("train").find_member("n1")->rank);
+    EXPECT_EQ(first.world_size, std::optional<uint32_t>(2));
     expect_error([&] { state.heartbeat("train", "nobody", 1, std::nullopt, t); }, Errc::not_found,
                  "job 'train' has no member 'nobody' (join first)");
     expect_error([&] { state.heartbeat("eval", "n1", 1, std::nullopt, t); }, Errc::not_found, "no job 'eval'");

@@ -231,6 +231,34 @@ json::value parse_argument(std::string_view text, std::string_view what) {
     return v;
 }
 
+json::object metrics_json(const HeartbeatMetrics& metrics) {
+    json::object m;
+    if (metrics.step) m["step"] = *metrics.step;
+    if (metrics.step_time) m["step_time"] = *metrics.step_time;
+    if (metrics.samples_per_sec) m["samples_per_sec"] = *metrics.samples_per_sec;
+    if (metrics.data_wait) m["data_wait"] = *metrics.data_wait;
+    if (metrics.collective_wait) m["collective_wait"] = *metrics.collective_wait;
+    if (metrics.collective_seq) m["collective_seq"] = *metrics.collective_seq;
+    if (metrics.in_collective) m["in_collective"] = *metrics.in_collective;
+    if (!metrics.gpu_json.empty()) m["gpu"] = parse_argument(metrics.gpu_json, "heartbeat: metrics.gpu");
+    if (!metrics.samples.empty()) {
+        json::array samples;
+        samples.reserve(metrics.samples.size());
+        for (const StepSample& s : metrics.samples) {
+            json::object o;
+            o["age"] = s.age;
+            o["step"] = s.step;
+            if (s.step_time) o["step_time"] = *s.step_time;
+            if (s.samples_per_sec) o["samples_per_sec"] = *s.samples_per_sec;
+            if (s.data_wait) o["data_wait"] = *s.data_wait;
+            if (s.collective_wait) o["collective_wait"] = *s.collective_wait;
+            samples.push_back(std::move(o));
+        }
+        m["samples"] = std::move(samples);
+    }
+    return m;
+}
+
 }  // namespace
 
 std::string CoordinatorClient::create_job(std::string_view name, const JobSettings& settings) {
@@ -287,18 +315,16 @@ HeartbeatReply CoordinatorClient::heartbeat(std::string_view job, std::string_vi
     json::object body;
     body["member"] = member;
     body["generation"] = generation;
-    if (metrics) {
-        json::object m;
-        if (metrics->step) m["step"] = *metrics->step;
-        if (metrics->step_time) m["step_time"] = *metrics->step_time;
-        if (metrics->samples_per_sec) m["samples_per_sec"] = *metrics->samples_per_sec;
-        if (!metrics->gpu_json.empty()) m["gpu"] = parse_argument(metrics->gpu_json, "heartbeat: metrics.gpu");
-        body["metrics"] = std::move(m);
-    }
+    if (metrics) body["metrics"] = metrics_json(*metrics);
     const json::value b = body;
     const json::value r = impl_->call_json("POST", job_path(job) + "/heartbeat", &b);
-    return HeartbeatReply{uint_field(r, "generation", "heartbeat"), string_field(r, "state", "heartbeat"),
-                          bool_field(r, "rendezvous", "heartbeat")};
+    HeartbeatReply reply{uint_field(r, "generation", "heartbeat"), string_field(r, "state", "heartbeat"),
+                         bool_field(r, "rendezvous", "heartbeat"), std::nullopt, std::nullopt};
+    if (r.as_object().contains("rank")) {
+        reply.rank = static_cast<uint32_t>(uint_field(r, "rank", "heartbeat"));
+        reply.world_size = static_cast<uint32_t>(uint_field(r, "world_size", "heartbeat"));
+    }
+    return reply;
 }
 
 void CoordinatorClient::leave(std::string_view job, std::string_view member) {
@@ -316,8 +342,9 @@ RoundReply CoordinatorClient::request_round(std::string_view job, std::string_vi
     return RoundReply{bool_field(r, "round_open", "round"), uint_field(r, "generation", "round")};
 }
 
-MemberWorld CoordinatorClient::world(std::string_view job, std::string_view member) {
-    const json::value r = impl_->call_json("GET", job_path(job) + "/world?member=" + percent_encode(member));
+MemberWorld CoordinatorClient::world(std::string_view job, std::string_view member, bool with_peers) {
+    const json::value r = impl_->call_json(
+        "GET", job_path(job) + "/world?member=" + percent_encode(member) + (with_peers ? "" : "&peers=false"));
     MemberWorld w;
     w.generation = uint_field(r, "generation", "world");
     w.active = string_field(r, "state", "world") == "active";
@@ -328,6 +355,7 @@ MemberWorld CoordinatorClient::world(std::string_view job, std::string_view memb
     w.local_rank = u32("local_rank");
     w.local_world_size = u32("local_world_size");
     w.node_rank = u32("node_rank");
+    if (!with_peers) return w;
     const json::value& peers = r.as_object().at("peers");
     if (!peers.is_array()) throw Error(Errc::peer_failed, "coordinator reply to world: 'peers' is not an array");
     for (const json::value& p : peers.as_array()) {
@@ -370,8 +398,8 @@ MemberWorld CoordinatorClient::wait_for_world(std::string_view job, std::string_
             try {
                 heartbeat(job, member, 0);
             } catch (const Error& e) {
-                // The round closed between the last read and this heartbeat:
-                // an active member must send its world's generation.
+                // Servers before 0.1.1 refused generation 0 from an active
+                // member; the world read below settles it either way.
                 if (e.code() != Errc::mismatch) throw;
             }
             next_heartbeat = now + interval;

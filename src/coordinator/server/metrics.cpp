@@ -69,6 +69,34 @@ std::string Coordinator::Impl::prometheus() const {
             "cohort_coordinator_shards{{job=\"{0}\",status=\"done\"}} {3}\n",
             label(m.job), m.shards_todo, m.shards_leased, m.shards_done);
     }
+    header(out, "cohort_coordinator_job_hung", "gauge",
+           "1 while every active member of the job has stopped stepping for the health hang_timeout.");
+    for (const auto& m : jobs) {
+        out += fmt::format("cohort_coordinator_job_hung{{job=\"{}\"}} {}\n", label(m.job), m.hung ? 1 : 0);
+    }
+    header(out, "cohort_coordinator_straggler_score", "gauge",
+           "Each active member's step rate against the job's median (1: as fast), over its heartbeat window.");
+    for (const auto& m : jobs) {
+        for (const auto& n : m.nodes) {
+            out += fmt::format("cohort_coordinator_straggler_score{{job=\"{}\",member=\"{}\"}} {:.4f}\n", label(m.job),
+                               label(n.member), n.score);
+        }
+    }
+    header(out, "cohort_coordinator_member_straggler", "gauge",
+           "1 for a member whose straggler score has stayed under the threshold for straggler_for.");
+    header(out, "cohort_coordinator_member_hung", "gauge", "1 for a member whose step has not advanced for hang_timeout.");
+    for (const auto& m : jobs) {
+        for (const auto& n : m.nodes) {
+            if (n.straggler) {
+                out += fmt::format("cohort_coordinator_member_straggler{{job=\"{}\",member=\"{}\"}} 1\n", label(m.job),
+                                   label(n.member));
+            }
+            if (n.hung) {
+                out += fmt::format("cohort_coordinator_member_hung{{job=\"{}\",member=\"{}\"}} 1\n", label(m.job),
+                                   label(n.member));
+            }
+        }
+    }
     header(out, "cohort_coordinator_shard_leases_total", "counter",
            "Shard leases of each job: granted, requeued (expired or member gone), late and duplicate reports.");
     for (const auto& m : jobs) {

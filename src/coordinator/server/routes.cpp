@@ -7,6 +7,7 @@
 #include "coordinator/state/json_fields.hpp"
 #include "coordinator/state/json_parse.hpp"
 #include "core/json_text.hpp"
+#include "health/sample.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -192,9 +193,27 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
                 return json_response(o);
             }
         }
+        const coord::World& w = j.world();
+        const coord::WorldSlot& mine = w.slots[m->rank];
+        if (const auto peers_it = target.query.find("peers"); peers_it != target.query.end()) {
+            if (peers_it->second != "false" && peers_it->second != "true") {
+                throw Error(Errc::invalid_argument,
+                            fmt::format("world of job '{}': peers must be true or false, not '{}'", job,
+                                        peers_it->second));
+            }
+            // The member's place without the peer list: a few dozen bytes
+            // instead of one entry per member, so 10,000 members can all
+            // read their rank at once.
+            if (peers_it->second == "false") {
+                Response r;
+                r.body = fmt::format(
+                    R"({{"state":"active","generation":{},"rank":{},"world_size":{},"local_rank":{},"local_world_size":{},"node_rank":{}}})",
+                    w.generation, m->rank, w.size(), mine.local_rank, mine.local_world_size, mine.node_rank);
+                return r;
+            }
+        }
         // Every member of a generation shares the peers array; only its own
         // place differs.
-        const coord::World& w = j.world();
         coord::server::WorldCache& cache = worlds[job];
         if (cache.generation != w.generation || cache.formed_at != w.formed_at || cache.peers.empty()) {
             json::array peers;
@@ -209,7 +228,6 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
             }
             cache = {w.generation, w.formed_at, detail::to_text(peers)};
         }
-        const coord::WorldSlot& mine = w.slots[m->rank];
         Response r;
         r.body = fmt::format(
             R"({{"state":"active","generation":{},"rank":{},"world_size":{},"local_rank":{},"local_world_size":{},"node_rank":{},"peers":{}}})",
@@ -235,6 +253,9 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
         std::optional<coord::HeartbeatMetrics> metrics;
         if (const json::value* m = reader.find("metrics")) {
             metrics = coord::metrics_from_json(*m, where + ": metrics");
+            // Checks the batched samples too, so a bad one is a 400 now
+            // rather than a report the health windows skip later.
+            (void)health::report_from_json(*m, where + ": metrics");
         }
         const coord::HeartbeatReply reply =
             state.heartbeat(job, reader.string("member"), reader.uint("generation"), std::move(metrics), now());

@@ -162,11 +162,38 @@ void Coordinator::Impl::accept() {
 }
 
 void Coordinator::Impl::schedule_tick() {
-    ticker.expires_after(options.tick);
+    // The tick runs at the state's next deadline (a silent member's failure
+    // timeout, a round's last call, a lease's expiry), at most `tick` apart:
+    // a member that falls silent is declared failed on time, not up to a
+    // whole tick late.
+    auto delay = options.tick;
+    if (const auto next = state.next_deadline()) {
+        const auto until = std::chrono::duration<double>(*next - now());
+        if (until < delay) {
+            delay = std::max(std::chrono::milliseconds(1),
+                             std::chrono::ceil<std::chrono::milliseconds>(until));
+        }
+    }
+    arm_tick(std::chrono::steady_clock::now() + delay);
+}
+
+void Coordinator::Impl::arm_tick(std::chrono::steady_clock::time_point at) {
+    if (tick_armed && ticker.expiry() <= at) return;
+    tick_armed = true;
+    ticker.expires_at(at);
     ticker.async_wait([this](error_code ec) {
+        if (ec == boost::asio::error::operation_aborted) return;  // re-armed sooner
+        tick_armed = false;
         if (ec || stopping) return;
         try {
-            state.tick(now());
+            const double t = now();
+            state.tick(t);
+            // Health costs O(n log n) per job (about 20 ms at 10,000
+            // members): twice a second is plenty for what counts in seconds.
+            if (t >= next_health) {
+                state.evaluate_health(t);
+                next_health = t + 0.5;
+            }
             changed("");
             last_tick_error.clear();
         } catch (const std::exception& e) {
@@ -178,6 +205,12 @@ void Coordinator::Impl::schedule_tick() {
         }
         schedule_tick();
     });
+}
+
+void Coordinator::Impl::tick_by(double deadline) {
+    const auto until = std::chrono::duration<double>(deadline - now());
+    arm_tick(std::chrono::steady_clock::now() +
+             std::max(std::chrono::milliseconds(1), std::chrono::ceil<std::chrono::milliseconds>(until)));
 }
 
 void Coordinator::Impl::changed(std::string_view job) {
@@ -195,6 +228,9 @@ void Coordinator::Impl::changed(std::string_view job) {
         schedule_sync();
     } else {
         state.take_events();
+    }
+    if (const coord::Job* j = job.empty() ? nullptr : state.find_job(job)) {
+        if (const auto at = j->closes_at()) tick_by(*at);
     }
     if (job.empty()) {
         for (auto& [name, list] : parked) recheck(name, list, false);

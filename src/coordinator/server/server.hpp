@@ -106,6 +106,8 @@ struct Coordinator::Impl {
     boost::asio::ip::tcp::acceptor acceptor{io};
     boost::asio::steady_timer accept_retry{io};
     boost::asio::steady_timer ticker{io};
+    bool tick_armed = false;
+    double next_health = 0;  // the state's clock
     boost::asio::steady_timer syncer{io};  // the journal's batched fsync
     bool sync_armed = false;
     CoordinatorOptions options;
@@ -133,6 +135,10 @@ struct Coordinator::Impl {
     void bind();
     void accept();
     void schedule_tick();
+    void arm_tick(std::chrono::steady_clock::time_point at);
+    // Makes sure a tick runs by `deadline` (the state's clock): a round's
+    // last call that ends sooner than the armed tick.
+    void tick_by(double deadline);
     void shutdown();
     // After a change to `state`, before any reply: commits its events to
     // the journal (or drops them without one), then rechecks the parked

@@ -66,6 +66,20 @@ std::optional<double> Job::closes_at() const {
     const uint32_t size = settings_.world_for(waiting);
     if (size == 0 || size < settings_.min_nodes) return std::nullopt;
     if (waiting >= settings_.largest_world()) return last_arrival_;
+    // A round that replaces a running world closes as soon as every live
+    // member of that world is back (none is still active or stale): the
+    // members it is for are all here, and last_call would only keep the
+    // survivors idle after a failure, a leave or a scale-up.
+    if (world_.generation > 0 && count(MemberState::active) == 0 && count(MemberState::stale) == 0) {
+        return last_arrival_;
+    }
+    // While members of the running world have not rejoined, give them two
+    // heartbeats to learn of the round, even with last_call 0: closing at
+    // once would form a world of the newcomers alone and leave the running
+    // world's members stale.
+    if (world_.generation > 0 && count(MemberState::active) > 0) {
+        return std::max(last_arrival_ + settings_.last_call, round_opened_at_ + 2 * settings_.heartbeat_interval);
+    }
     return last_arrival_ + settings_.last_call;
 }
 
@@ -118,6 +132,12 @@ void Job::apply(const event::MemberJoined& e) {
         tally(it->second, -1);
     }
     Member& m = it->second;
+    if (!is_live(m.state)) {
+        // A process that failed or left and comes back starts its steps
+        // over: its old window would make it look hung.
+        windows_.erase(e.node.id);
+        tracker_.forget(e.node.id);
+    }
     m.node = e.node;
     m.state = MemberState::waiting;
     m.joined_at = e.time;
@@ -135,6 +155,8 @@ void Job::apply(const event::MemberRemoved& e) {
                                                         name_, e.member, to_string(m.state)));
     }
     tally(m, -1);
+    windows_.erase(e.member);
+    tracker_.forget(e.member);
     m.state = e.state;
     m.reason = e.reason;
     m.state_since = e.time;
@@ -198,9 +220,35 @@ void Job::apply(const event::Heartbeat& e) {
     m.last_heartbeat = std::max(m.last_heartbeat, e.time);
     ++m.heartbeats;
     if (e.metrics) {
+        auto [it, fresh] = windows_.try_emplace(e.member, settings_.health);
+        try {
+            it->second.add(health::report_from_json(to_json(*e.metrics), "heartbeat metrics"), e.time);
+        } catch (const Error&) {
+            // The route checked the metrics before the event was made; a
+            // journal from an older build may hold what this one rejects.
+            // Health is advice: the heartbeat still counts.
+        }
         m.metrics = e.metrics;
+        m.metrics->samples = nullptr;  // in the window now; not kept with the member
         m.metrics_at = e.time;
     }
+}
+
+const health::NodeWindow* Job::window(std::string_view member) const {
+    const auto it = windows_.find(member);
+    return it == windows_.end() ? nullptr : &it->second;
+}
+
+void Job::evaluate_health(double now) {
+    std::vector<health::NodeInput> nodes;
+    nodes.reserve(count(MemberState::active));
+    for (const auto& [id, m] : members_) {
+        if (m.state != MemberState::active) continue;
+        const auto it = windows_.find(id);
+        if (it == windows_.end()) continue;
+        nodes.push_back(health::NodeInput{id, m.rank, &it->second});
+    }
+    health_ = tracker_.evaluate(nodes, now, settings_.health);
 }
 
 void Job::apply(const event::StoreSet& e) {

@@ -10,6 +10,9 @@
 #include "coordinator/state/settings.hpp"
 #include "coordinator/state/shard_queue.hpp"
 #include "coordinator/state/world.hpp"
+#include "health/job_health.hpp"
+#include "health/tracker.hpp"
+#include "health/window.hpp"
 
 #include <array>
 #include <cstdint>
@@ -108,6 +111,13 @@ public:
     // GET /v1/jobs/{id}: the state as people read it, ages relative to `now`.
     boost::json::object view(double now) const;
 
+    // Straggler scores and hang detection over the active members'
+    // heartbeat windows (src/health). Soft state: derived from heartbeats,
+    // rebuilt by the ones after a restart, never saved.
+    void evaluate_health(double now);
+    const health::JobHealth& health() const { return health_; }
+    const health::NodeWindow* window(std::string_view member) const;
+
     // Store calls served since this process started: monitoring only, not
     // state (reads count too, and they are not events).
     mutable std::array<uint64_t, kStoreOpCount> store_ops{};
@@ -134,6 +144,9 @@ private:
     // Derived from members_ (not saved): joins stay O(log n) with 10,000 members.
     std::array<uint32_t, kMemberStateCount> counts_{};
     uint32_t survivors_waiting_ = 0;
+    std::map<std::string, health::NodeWindow, std::less<>> windows_;
+    health::Tracker tracker_;
+    health::JobHealth health_;
 };
 
 }  // namespace cohort::coord

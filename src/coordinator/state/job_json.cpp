@@ -4,6 +4,10 @@
 #include "coordinator/state/json_fields.hpp"
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <string_view>
+
 #include <boost/json/array.hpp>
 
 namespace cohort::coord {
@@ -92,6 +96,18 @@ Job Job::from_snapshot(const json::value& value, std::string_view where) {
     return job;
 }
 
+namespace {
+
+// evaluate_health() passes the members in the map's order, so the nodes
+// are sorted by member id.
+const health::NodeHealth* node_health(const health::JobHealth& health, std::string_view member) {
+    const auto it = std::lower_bound(health.nodes.begin(), health.nodes.end(), member,
+                                     [](const health::NodeHealth& n, std::string_view id) { return n.member < id; });
+    return it != health.nodes.end() && it->member == member ? &*it : nullptr;
+}
+
+}  // namespace
+
 json::object Job::view(double now) const {
     json::array members;
     std::array<uint64_t, kMemberStateCount> by_state{};
@@ -115,10 +131,19 @@ json::object Job::view(double now) const {
             if (m.metrics->step) o["step"] = *m.metrics->step;
             if (m.metrics->step_time) o["step_time"] = *m.metrics->step_time;
             if (m.metrics->samples_per_sec) o["samples_per_sec"] = *m.metrics->samples_per_sec;
+            if (m.metrics->data_wait) o["data_wait"] = *m.metrics->data_wait;
+            if (m.metrics->collective_wait) o["collective_wait"] = *m.metrics->collective_wait;
+            if (m.metrics->collective_seq) o["collective_seq"] = *m.metrics->collective_seq;
+            if (m.metrics->in_collective) o["in_collective"] = *m.metrics->in_collective;
             if (!m.metrics->gpu.is_null()) o["gpu"] = m.metrics->gpu;
             o["metrics_age"] = now - m.metrics_at;
         }
         if (!m.reason.empty()) o["reason"] = m.reason;
+        if (const health::NodeHealth* h = node_health(health_, id)) {
+            if (h->relative_score) o["straggler_score"] = *h->relative_score;
+            o["straggler"] = h->straggler;
+            o["hung"] = h->hung;
+        }
         members.push_back(std::move(o));
     }
 
@@ -182,6 +207,7 @@ json::object Job::view(double now) const {
     } else {
         out["shards"] = nullptr;
     }
+    out["health"] = health::to_json(health_);
     return out;
 }
 

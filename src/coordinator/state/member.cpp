@@ -41,18 +41,29 @@ json::object to_json(const HeartbeatMetrics& m) {
     if (m.step) o["step"] = *m.step;
     if (m.step_time) o["step_time"] = *m.step_time;
     if (m.samples_per_sec) o["samples_per_sec"] = *m.samples_per_sec;
+    if (m.data_wait) o["data_wait"] = *m.data_wait;
+    if (m.collective_wait) o["collective_wait"] = *m.collective_wait;
+    if (m.collective_seq) o["collective_seq"] = *m.collective_seq;
+    if (m.in_collective) o["in_collective"] = *m.in_collective;
     if (!m.gpu.is_null()) o["gpu"] = m.gpu;
+    if (!m.samples.is_null()) o["samples"] = m.samples;
     return o;
 }
 
 HeartbeatMetrics metrics_from_json(const json::value& value, std::string_view where, Errc code) {
     FieldReader reader(value, std::string(where), code);
-    reader.allow({"step", "step_time", "samples_per_sec", "gpu"});
+    reader.allow({"step", "step_time", "samples_per_sec", "data_wait", "collective_wait", "collective_seq",
+                  "in_collective", "gpu", "samples"});
     HeartbeatMetrics m;
     if (reader.has("step")) m.step = reader.uint("step");
     if (reader.has("step_time")) m.step_time = non_negative(reader, "step_time");
     if (reader.has("samples_per_sec")) m.samples_per_sec = non_negative(reader, "samples_per_sec");
+    if (reader.has("data_wait")) m.data_wait = non_negative(reader, "data_wait");
+    if (reader.has("collective_wait")) m.collective_wait = non_negative(reader, "collective_wait");
+    if (reader.has("collective_seq")) m.collective_seq = reader.uint("collective_seq");
+    if (reader.has("in_collective")) m.in_collective = reader.boolean_or("in_collective", false);
     if (const json::value* gpu = reader.find("gpu")) m.gpu = *gpu;
+    if (reader.has("samples")) m.samples = reader.array("samples");
     return m;
 }
 

@@ -37,7 +37,14 @@ struct HeartbeatMetrics {
     std::optional<uint64_t> step;
     std::optional<double> step_time;  // seconds per step
     std::optional<double> samples_per_sec;
+    std::optional<double> data_wait;        // seconds waiting for input
+    std::optional<double> collective_wait;  // seconds inside collectives
+    std::optional<uint64_t> collective_seq;  // the collective it is in or last left
+    std::optional<bool> in_collective;
     boost::json::value gpu;  // opaque GPU samples (null: none), kept as sent
+    // The steps since the previous heartbeat, as sent (null: none). They
+    // feed the health windows (src/health) and are not kept with the member.
+    boost::json::value samples;
 
     bool operator==(const HeartbeatMetrics&) const = default;
 };

@@ -100,7 +100,10 @@ HeartbeatReply CoordinatorState::heartbeat(std::string_view job_name, std::strin
     Job& j = job_for(job_name);
     const Member& m = member_of(j, member);
     if (!is_live(m.state) || m.state == MemberState::stale) gone(j, m);
-    if (m.state == MemberState::active && generation != m.generation) {
+    // Generation 0 is "I have not read my world yet": accepted from an
+    // active member, whose answer then carries its rank; any other
+    // generation must be the member's own.
+    if (m.state == MemberState::active && generation != 0 && generation != m.generation) {
         throw Error(Errc::mismatch,
                     fmt::format("job '{}': heartbeat from node '{}' carries generation {}, but the node "
                                 "is in generation {}",
@@ -115,7 +118,12 @@ HeartbeatReply CoordinatorState::heartbeat(std::string_view job_name, std::strin
                         m.generation > 0 ? fmt::format(" (its last world was generation {})", m.generation) : ""));
     }
     emit(event::Heartbeat{j.name(), t, std::string(member), std::move(metrics)});
-    return HeartbeatReply{j.generation(), m.state, m.state == MemberState::active && j.round_open()};
+    HeartbeatReply reply{j.generation(), m.state, m.state == MemberState::active && j.round_open(), {}, {}};
+    if (m.state == MemberState::active) {
+        reply.rank = m.rank;
+        reply.world_size = j.world().size();
+    }
+    return reply;
 }
 
 void CoordinatorState::leave(std::string_view job_name, std::string_view member, double now) {

@@ -20,6 +20,8 @@ json::object to_json(const HeartbeatReply& reply) {
     o["generation"] = reply.generation;
     o["state"] = to_string(reply.state);
     o["rendezvous"] = reply.rendezvous;
+    if (reply.rank) o["rank"] = *reply.rank;
+    if (reply.world_size) o["world_size"] = *reply.world_size;
     return o;
 }
 

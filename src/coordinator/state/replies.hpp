@@ -25,6 +25,10 @@ struct HeartbeatReply {
     // A new round is open and the member is in the running world: it should
     // leave its communicator and join again to take part.
     bool rendezvous = false;
+    // While active: the member's rank and the world's size, so a member
+    // learns them from a heartbeat without reading the world.
+    std::optional<uint32_t> rank;
+    std::optional<uint32_t> world_size;
 };
 
 struct Peer {

@@ -95,13 +95,14 @@ json::object to_json(const JobSettings& s) {
     out["heartbeat_interval"] = s.heartbeat_interval;
     out["failure_timeout"] = s.failure_timeout;
     out["rejoin"] = to_string(s.rejoin);
+    out["health"] = health::to_json(s.health);
     return out;
 }
 
 JobSettings settings_from_json(const json::value& value, Errc code) {
     FieldReader reader(value, "job settings", code);
     reader.allow({"min_nodes", "max_nodes", "last_call", "node_unit", "join_timeout", "heartbeat_interval",
-                  "failure_timeout", "rejoin"});
+                  "failure_timeout", "rejoin", "health"});
     JobSettings s;
     s.min_nodes = to_count(reader, "min_nodes", s.min_nodes);
     // max_nodes defaults to min_nodes, so {"min_nodes": 4} alone is a 4-node job.
@@ -116,6 +117,9 @@ JobSettings settings_from_json(const json::value& value, Errc code) {
         const auto policy = parse_rejoin_policy(text);
         if (!policy) reader.fail("rejoin", fmt::format("unknown policy '{}' (expected 'auto' or 'on_request')", text));
         s.rejoin = *policy;
+    }
+    if (const json::value* health = reader.find("health")) {
+        s.health = health::settings_from_json(*health, "job settings: health", code);
     }
     validate(s);
     return s;

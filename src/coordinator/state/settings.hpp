@@ -3,6 +3,8 @@
 // is in seconds. docs/coordinator.md documents them for users.
 #pragma once
 
+#include "health/settings.hpp"
+
 #include <cohort/error.hpp>
 
 #include <cstdint>
@@ -32,6 +34,8 @@ struct JobSettings {
     double heartbeat_interval = 1.0;  // how often members are expected to heartbeat
     double failure_timeout = 5.0;     // a member silent this long has failed
     RejoinPolicy rejoin = RejoinPolicy::automatic;
+    // Straggler and hang detection over the members' heartbeat metrics.
+    health::Settings health;
 
     // The largest world the settings allow: max_nodes rounded down to node_unit.
     uint32_t largest_world() const { return max_nodes / node_unit * node_unit; }

@@ -203,6 +203,11 @@ CoordinatorState CoordinatorState::from_snapshot(const json::value& value) {
     return state;
 }
 
+void CoordinatorState::evaluate_health(double now) {
+    const double t = std::max(now, clock_);
+    for (auto& [name, j] : jobs_) j.evaluate_health(t);
+}
+
 std::vector<JobMetrics> CoordinatorState::metrics() const {
     std::vector<JobMetrics> out;
     for (const auto& [name, j] : jobs_) {
@@ -219,6 +224,11 @@ std::vector<JobMetrics> CoordinatorState::metrics() const {
                 m.shards_done += p.done;
             }
             m.leases = shards->counters();
+        }
+        m.hung = j.health().hung;
+        for (const health::NodeHealth& n : j.health().nodes) {
+            if (!n.relative_score && !n.hung) continue;
+            m.nodes.push_back({n.member, n.relative_score.value_or(1.0), n.straggler, n.hung});
         }
         out.push_back(std::move(m));
     }

@@ -47,6 +47,15 @@ struct JobMetrics {
     uint64_t store_keys = 0;
     uint64_t shards_todo = 0, shards_leased = 0, shards_done = 0;  // summed over epochs
     ShardCounters leases;
+    bool hung = false;
+    // Active members with a straggler score: id, score, straggler, hung.
+    struct NodeScore {
+        std::string member;
+        double score = 1;
+        bool straggler = false;
+        bool hung = false;
+    };
+    std::vector<NodeScore> nodes;
 };
 
 class CoordinatorState {
@@ -58,6 +67,9 @@ public:
     const Job& job(std::string_view name) const;  // Error(not_found)
     const Job* find_job(std::string_view name) const;
     const std::map<std::string, Job, std::less<>>& jobs() const { return jobs_; }
+    // Every job's straggler scores and hangs, from the heartbeats so far
+    // (Job::evaluate_health); the server runs it a few times a second.
+    void evaluate_health(double now);
 
     // ---- rendezvous (rendezvous.cpp)
     // A node joins, or joins again: it waits for the next round. Joining

@@ -1,0 +1,189 @@
+// C ABI: this process as a member of an elastic job (cohort/membership.hpp).
+#include "handles.hpp"
+
+#include <cohort/membership.hpp>
+
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+// Only this file looks inside it, so it lives here rather than in handles.hpp.
+struct cohort_membership {
+    cohort::Membership impl;  // synchronises its own calls
+};
+
+using cohort::Errc;
+using cohort::Error;
+using cohort::capi::copy_out;
+using cohort::capi::guard;
+using cohort::capi::require;
+
+namespace {
+
+namespace json = boost::json;
+
+void give_text(const std::string& text, char** out, size_t* length) {
+    *out = copy_out(text);
+    if (length != nullptr) *length = text.size();
+}
+
+std::string world_json(const cohort::MemberWorld& w) {
+    json::object o;
+    o["active"] = w.active;
+    o["generation"] = w.generation;
+    if (w.active) {
+        o["rank"] = w.rank;
+        o["world_size"] = w.world_size;
+        o["local_rank"] = w.local_rank;
+        o["local_world_size"] = w.local_world_size;
+        o["node_rank"] = w.node_rank;
+    }
+    return json::serialize(o);
+}
+
+std::string lease_json(const cohort::ShardLease& l) {
+    json::object o;
+    o["granted"] = l.granted;
+    o["finished"] = l.finished;
+    if (l.granted) {
+        o["lease"] = l.lease;
+        o["shard_id"] = l.shard_id;
+        o["shard"] = l.shard;
+        o["epoch"] = l.epoch;
+        o["bytes"] = l.bytes;
+        o["expiry"] = l.expiry;
+    }
+    return json::serialize(o);
+}
+
+std::string done_json(const cohort::ShardDone& d) {
+    json::object o;
+    o["outcome"] = d.outcome;
+    o["counted"] = d.counted;
+    return json::serialize(o);
+}
+
+std::string text_or_empty(const char* text) {
+    return text != nullptr ? std::string(text) : std::string();
+}
+
+}  // namespace
+
+extern "C" {
+
+int cohort_membership_create(const char* coordinator, const char* job, const char* member, const char* host,
+                             cohort_membership** out) {
+    return guard(__func__, [&](const char* fn) {
+        require(coordinator, fn, "coordinator");
+        require(job, fn, "job");
+        require(out, fn, "out");
+        cohort::MembershipOptions options;
+        options.coordinator = coordinator;
+        options.job = job;
+        options.node.id = text_or_empty(member);
+        options.node.host = text_or_empty(host);
+        *out = new cohort_membership{cohort::Membership(std::move(options))};
+    });
+}
+
+int cohort_membership_from_env(cohort_membership** out) {
+    return guard(__func__, [&](const char* fn) {
+        require(out, fn, "out");
+        *out = new cohort_membership{cohort::Membership(cohort::Membership::options_from_env())};
+    });
+}
+
+void cohort_membership_destroy(cohort_membership* membership) {
+    delete membership;
+}
+
+int cohort_membership_member(const cohort_membership* membership, const char** member) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        require(member, fn, "member");
+        *member = membership->impl.member().c_str();
+    });
+}
+
+int cohort_membership_job(const cohort_membership* membership, const char** job) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        require(job, fn, "job");
+        *job = membership->impl.job().c_str();
+    });
+}
+
+int cohort_membership_next_world(cohort_membership* membership, int64_t timeout_ms, char** world, size_t* length) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        require(world, fn, "world_json");
+        if (timeout_ms < 0) throw Error(Errc::invalid_argument, std::string(fn) + ": timeout_ms must not be negative");
+        give_text(world_json(membership->impl.next_world(std::chrono::milliseconds(timeout_ms))), world, length);
+    });
+}
+
+int cohort_membership_round_pending(const cohort_membership* membership, int32_t* pending) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        require(pending, fn, "pending");
+        *pending = membership->impl.round_pending() ? 1 : 0;
+    });
+}
+
+int cohort_membership_communicator(const cohort_membership* membership, cohort_comm** out) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        require(out, fn, "out");
+        *out = new cohort_comm{membership->impl.communicator()};
+    });
+}
+
+int cohort_membership_record_step(cohort_membership* membership, uint64_t step, double step_time,
+                                  double samples_per_sec, double data_wait, double collective_wait) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        membership->impl.record_step({step, step_time, samples_per_sec, data_wait, collective_wait});
+    });
+}
+
+int cohort_membership_set_collective(cohort_membership* membership, uint64_t sequence, int32_t inside) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        membership->impl.set_collective(sequence, inside != 0);
+    });
+}
+
+int cohort_membership_set_gpu_json(cohort_membership* membership, const char* json_text) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        membership->impl.set_gpu_json(text_or_empty(json_text));
+    });
+}
+
+int cohort_membership_next_shard(cohort_membership* membership, char** json_out, size_t* length) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        require(json_out, fn, "json");
+        give_text(lease_json(membership->impl.next_shard()), json_out, length);
+    });
+}
+
+int cohort_membership_shard_done(cohort_membership* membership, uint64_t lease, char** json_out, size_t* length) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        require(json_out, fn, "json");
+        give_text(done_json(membership->impl.shard_done(lease)), json_out, length);
+    });
+}
+
+int cohort_membership_leave(cohort_membership* membership) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        membership->impl.leave();
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,109 @@
+// The heartbeat thread: tells the coordinator every interval that the member
+// lives, with the metrics recorded since, and turns its answers into
+// round_pending(). A heartbeat that fails (a coordinator restarting, a
+// network blip) is simply sent again at the next interval: the coordinator
+// does not count the time it was down as anyone's silence.
+#include "membership/membership_impl.hpp"
+
+#include <exception>
+#include <optional>
+
+namespace cohort {
+
+using membership::Clock;
+using membership::Phase;
+
+namespace {
+
+// The coordinator no longer counts the member in its world: 409 for a
+// member failed, stale or left (or a wrong generation), 404 for one it does
+// not know, 408 for one that timed out waiting. It must join again.
+bool member_gone(Errc code) {
+    return code == Errc::mismatch || code == Errc::not_found || code == Errc::timeout;
+}
+
+// Whether a heartbeat answer says the member's world is being replaced.
+bool world_replaced(const HeartbeatReply& reply, const MemberWorld& world) {
+    return reply.rendezvous || reply.state != "active" || reply.generation != world.generation ||
+           (reply.rank && *reply.rank != world.rank) || (reply.world_size && *reply.world_size != world.world_size);
+}
+
+}  // namespace
+
+void Membership::Impl::start_heartbeats() {
+    if (thread.joinable()) return;
+    stopping = false;
+    thread = std::thread([this] { heartbeat_loop(); });
+}
+
+void Membership::Impl::stop_heartbeats() {
+    std::thread t;
+    {
+        std::lock_guard lock(mutex);
+        stopping = true;
+        t = std::move(thread);
+    }
+    wake.notify_all();
+    if (t.joinable()) t.join();
+}
+
+void Membership::Impl::heartbeat_loop() {
+    std::unique_lock lock(mutex);
+    auto next = Clock::now() + interval;
+    for (;;) {
+        if (wake.wait_until(lock, next, [this] { return stopping; })) return;
+        const bool again = beat(lock);
+        next = Clock::now() + (again ? std::chrono::milliseconds::zero() : interval);
+    }
+}
+
+bool Membership::Impl::beat(std::unique_lock<std::mutex>& lock) {
+    if (phase == Phase::idle) return false;
+    const uint64_t sent_epoch = epoch;
+    const Phase sent_phase = phase;
+    const uint64_t generation = phase == Phase::active ? world.generation : 0;
+    const bool basic = basic_metrics;
+    const std::optional<HeartbeatMetrics> report = metrics.take(Clock::now(), basic);
+
+    lock.unlock();
+    std::optional<HeartbeatReply> reply;
+    Errc code = Errc::internal;
+    std::string error;
+    try {
+        reply = heartbeats.heartbeat(options.job, options.node.id, generation, report);
+    } catch (const Error& e) {
+        code = e.code();
+        error = e.what();
+    } catch (const std::exception& e) {
+        error = e.what();
+    }
+    lock.lock();
+
+    const bool current = epoch == sent_epoch && phase == sent_phase;
+    if (reply) {
+        metrics.delivered();
+        last_heartbeat_error.clear();
+        if (current && phase == Phase::active && world_replaced(*reply, world)) round_pending = true;
+        return false;
+    }
+    last_heartbeat_error = error;
+    if (code == Errc::invalid_argument && report) {
+        if (!basic) {
+            // A coordinator older than the batched metrics: say it again at
+            // once with the fields it knows, and from now on only those.
+            basic_metrics = true;
+            metrics.returned();
+            return true;
+        }
+        metrics.delivered();  // refused for good: sending it again would not help
+        return false;
+    }
+    metrics.returned();
+    // While waiting, a 409 only means the round closed a moment ago (the
+    // member is active now and must send its new generation): next_world()
+    // reads the world and deals with a member that is really gone.
+    if (current && phase == Phase::active && member_gone(code)) round_pending = true;
+    return false;
+}
+
+}  // namespace cohort

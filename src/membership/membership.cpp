@@ -1,0 +1,289 @@
+// Membership: joining, the wait for a world, rejoining a new round, the
+// communicator of a world, metrics, shards and leaving.
+#include "membership/membership_impl.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace cohort {
+
+namespace json = boost::json;
+using membership::Clock;
+using membership::Phase;
+
+namespace {
+
+MembershipOptions checked(MembershipOptions o) {
+    if (o.coordinator.empty()) {
+        throw Error(Errc::invalid_argument, "Membership: no coordinator URL (expected http://HOST:PORT)");
+    }
+    if (o.coordinator.find("://") == std::string::npos) o.coordinator = "http://" + o.coordinator;
+    if (o.job.empty()) throw Error(Errc::invalid_argument, "Membership: no job name");
+    if (o.node.host.empty()) o.node.host = membership::machine_name();
+    if (o.node.id.empty()) o.node.id = membership::default_member_id(o.node.host);
+    if (o.heartbeat_interval.count() < 0) {
+        throw Error(Errc::invalid_argument,
+                    fmt::format("Membership: heartbeat_interval must not be negative (0: the job's), got {} ms",
+                                o.heartbeat_interval.count()));
+    }
+    if (!o.token.empty()) o.client.token = o.token;
+    return o;
+}
+
+CoordinatorClientOptions single_attempt(CoordinatorClientOptions o) {
+    o.retry_deadline = std::chrono::milliseconds::zero();
+    return o;
+}
+
+std::string duration_text(std::chrono::milliseconds d) {
+    if (d.count() < 1000) return fmt::format("{} ms", d.count());
+    return fmt::format("{:.1f} s", static_cast<double>(d.count()) / 1000.0);
+}
+
+}  // namespace
+
+Membership::Impl::Impl(MembershipOptions o)
+    : options(checked(std::move(o))),
+      client(std::make_shared<CoordinatorClient>(options.coordinator, options.client)),
+      heartbeats(options.coordinator, single_attempt(options.client)),
+      metrics(options.max_batch) {}
+
+Membership::Impl::~Impl() {
+    stop_heartbeats();
+}
+
+std::chrono::milliseconds Membership::Impl::heartbeat_interval() {
+    {
+        std::lock_guard lock(mutex);
+        if (interval.count() > 0) return interval;
+    }
+    std::chrono::milliseconds found = options.heartbeat_interval;
+    if (found.count() == 0) {
+        found = std::chrono::seconds(1);  // the coordinator's default
+        const json::value state = json::parse(client->job_state(options.job));
+        const json::value* settings = state.is_object() ? state.as_object().if_contains("settings") : nullptr;
+        const json::value* seconds = settings != nullptr && settings->is_object()
+                                         ? settings->as_object().if_contains("heartbeat_interval")
+                                         : nullptr;
+        if (seconds != nullptr && seconds->is_number()) {
+            const double ms = seconds->to_number<double>() * 1000.0;
+            if (std::isfinite(ms) && ms >= 1.0) found = std::chrono::milliseconds(static_cast<int64_t>(ms));
+        }
+    }
+    std::lock_guard lock(mutex);
+    interval = found;
+    return interval;
+}
+
+void Membership::Impl::enter(Phase next, MemberWorld next_world) {
+    phase = next;
+    world = std::move(next_world);
+    round_pending = false;
+    ++epoch;
+}
+
+void Membership::Impl::join() {
+    {
+        std::lock_guard lock(mutex);
+        enter(Phase::waiting, MemberWorld{});
+        left = false;
+    }
+    client->join(options.job, options.node);
+}
+
+Membership::Membership(MembershipOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Membership::Membership(Membership&&) noexcept = default;
+Membership& Membership::operator=(Membership&&) noexcept = default;
+Membership::~Membership() = default;
+
+namespace {
+
+Membership::Impl& checked_impl(const std::unique_ptr<Membership::Impl>& impl) {
+    if (!impl) throw Error(Errc::invalid_argument, "Membership: used after it was moved from");
+    return *impl;
+}
+
+}  // namespace
+
+const std::string& Membership::member() const {
+    return checked_impl(impl_).options.node.id;
+}
+
+const std::string& Membership::job() const {
+    return checked_impl(impl_).options.job;
+}
+
+CoordinatorClient& Membership::client() {
+    return *checked_impl(impl_).client;
+}
+
+MemberWorld Membership::next_world(std::chrono::milliseconds timeout) {
+    Impl& m = checked_impl(impl_);
+    const auto start = Clock::now();
+    // A year is longer than anyone means to wait, and keeps the deadline from overflowing.
+    const auto deadline = start + std::clamp(timeout, std::chrono::milliseconds::zero(),
+                                             std::chrono::milliseconds(int64_t(365) * 24 * 3600 * 1000));
+    const auto interval = m.heartbeat_interval();
+    // The world is read more often than the heartbeat is sent, so that a
+    // closing round is seen soon, but not so often that thousands of
+    // waiting members load the coordinator.
+    const auto poll = std::clamp(interval / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(250));
+
+    bool must_join = false;
+    {
+        std::lock_guard lock(m.mutex);
+        if (m.phase == Phase::active && !m.round_pending) return m.world;
+        // A launcher that joined for the program ($COHORT_GENERATION) is
+        // taken at its word; the world read below tells whether it still holds.
+        must_join = m.phase == Phase::active || (m.phase == Phase::idle && m.options.joined_generation == 0);
+        m.start_heartbeats();
+    }
+    if (must_join) m.join();
+
+    for (;;) {
+        MemberWorld w;
+        bool gone = false;
+        try {
+            // The communicator meets its peers through the store: the peer
+            // list (one entry per member) is not needed.
+            w = m.client->world(m.options.job, m.options.node.id, false);
+        } catch (const Error& e) {
+            // Failed, stale, left, timed out or forgotten (a coordinator
+            // restarted without its data): join again. Anything else, and a
+            // join that fails, is the caller's to see.
+            if (e.code() != Errc::mismatch && e.code() != Errc::not_found && e.code() != Errc::timeout) throw;
+            gone = true;
+        }
+        if (gone) {
+            m.join();
+        } else {
+            std::lock_guard lock(m.mutex);
+            if (w.active) {
+                m.enter(Phase::active, w);
+                return w;
+            }
+            if (m.phase == Phase::idle) m.enter(Phase::waiting, MemberWorld{});
+        }
+        if (Clock::now() + poll > deadline) {
+            std::string last_error;
+            {
+                std::lock_guard lock(m.mutex);
+                last_error = m.last_heartbeat_error;
+            }
+            throw Error(
+                Errc::timeout,
+                fmt::format("coordinator {}: job '{}': member '{}' has no world after {}; the round has not "
+                            "closed (too few nodes? see GET /v1/jobs/{}){}",
+                            m.options.coordinator, m.options.job, m.options.node.id, duration_text(timeout),
+                            m.options.job, last_error.empty() ? "" : "; the last heartbeat failed: " + last_error));
+        }
+        std::this_thread::sleep_for(poll);
+    }
+}
+
+MemberWorld Membership::world() const {
+    const Impl& m = checked_impl(impl_);
+    std::lock_guard lock(m.mutex);
+    return m.world;
+}
+
+Communicator Membership::communicator() const {
+    const Impl& m = checked_impl(impl_);
+    const MemberWorld w = world();
+    if (!w.active) {
+        throw Error(Errc::invalid_argument,
+                    fmt::format("Membership::communicator: member '{}' of job '{}' has no world yet; call "
+                                "next_world() first",
+                                m.options.node.id, m.options.job));
+    }
+    CommOptions o = m.options.comm;
+    o.rank = static_cast<int>(w.rank);
+    o.size = static_cast<int>(w.world_size);
+    o.store = coordinator_store(m.client, m.options.job, w.generation);
+    o.store_url.clear();
+    o.job_id = m.options.job;
+    o.generation = w.generation;
+    // Ranks on one host, as the coordinator counts them (local ranks), are
+    // the ranks the hierarchical all-reduce groups.
+    if (o.host_label.empty()) o.host_label = m.options.node.host;
+    return Communicator(o);
+}
+
+bool Membership::round_pending() const {
+    const Impl& m = checked_impl(impl_);
+    std::lock_guard lock(m.mutex);
+    return m.round_pending;
+}
+
+void Membership::record_step(const StepMetrics& step) {
+    Impl& m = checked_impl(impl_);
+    for (const double v : {step.step_time, step.samples_per_sec, step.data_wait, step.collective_wait}) {
+        if (!std::isfinite(v)) {
+            throw Error(Errc::invalid_argument,
+                        fmt::format("Membership::record_step: step {}: a metric is {} (a negative value means "
+                                    "not measured)",
+                                    step.step, v));
+        }
+    }
+    std::lock_guard lock(m.mutex);
+    m.metrics.record(step, Clock::now());
+}
+
+void Membership::set_collective(uint64_t sequence, bool inside) {
+    Impl& m = checked_impl(impl_);
+    std::lock_guard lock(m.mutex);
+    m.metrics.set_collective(sequence, inside);
+}
+
+void Membership::set_gpu_json(std::string text) {
+    Impl& m = checked_impl(impl_);
+    if (!text.empty()) {
+        // Checked here: a heartbeat thread has nobody to tell.
+        boost::system::error_code ec;
+        json::parse(text, ec);
+        if (ec) {
+            throw Error(Errc::invalid_argument,
+                        fmt::format("Membership::set_gpu_json: not JSON ({}): {}", ec.message(), text.substr(0, 80)));
+        }
+    }
+    std::lock_guard lock(m.mutex);
+    m.metrics.set_gpu_json(std::move(text));
+}
+
+ShardLease Membership::next_shard() {
+    Impl& m = checked_impl(impl_);
+    return m.client->next_shard(m.options.job, m.options.node.id);
+}
+
+ShardDone Membership::shard_done(uint64_t lease) {
+    Impl& m = checked_impl(impl_);
+    return m.client->shard_done(m.options.job, m.options.node.id, lease);
+}
+
+void Membership::leave() {
+    Impl& m = checked_impl(impl_);
+    m.stop_heartbeats();
+    {
+        std::lock_guard lock(m.mutex);
+        // Never joined (by itself or by a launcher): nothing to say goodbye to.
+        if (m.left || (m.phase == Phase::idle && m.options.joined_generation == 0)) return;
+    }
+    try {
+        m.client->leave(m.options.job, m.options.node.id);
+    } catch (const Error& e) {
+        // A job or member the coordinator does not know has nothing to leave.
+        if (e.code() != Errc::not_found) throw;
+    }
+    std::lock_guard lock(m.mutex);
+    m.left = true;
+    m.options.joined_generation = 0;  // a later next_world() joins afresh
+    m.enter(Phase::idle, MemberWorld{});
+}
+
+}  // namespace cohort
