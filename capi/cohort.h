@@ -1143,6 +1143,10 @@ COHORT_API int cohort_membership_next_world(cohort_membership* membership, int64
  * member is no longer in its world): finish or abandon the step, destroy
  * the communicator, call cohort_membership_next_world. */
 COHORT_API int cohort_membership_round_pending(const cohort_membership* membership, int32_t* pending);
+/* Asks the coordinator for a new round now (after a failed collective);
+ * *pending (may be NULL) is then as cohort_membership_round_pending says,
+ * 1 at once when the coordinator has a round open. */
+COHORT_API int cohort_membership_request_round(cohort_membership* membership, int32_t* pending);
 /* A communicator for the last world, bootstrapped on the coordinator's store
  * of its generation (blocks until every rank of the world made one).
  * INVALID_ARGUMENT before the first world. Pairs with cohort_comm_destroy. */

@@ -133,6 +133,14 @@ int cohort_membership_round_pending(const cohort_membership* membership, int32_t
     });
 }
 
+int cohort_membership_request_round(cohort_membership* membership, int32_t* pending) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        const bool open = membership->impl.request_round();
+        if (pending != nullptr) *pending = open ? 1 : 0;
+    });
+}
+
 int cohort_membership_communicator(const cohort_membership* membership, cohort_comm** out) {
     return guard(__func__, [&](const char* fn) {
         require(membership, fn, "membership");

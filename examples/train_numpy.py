@@ -22,8 +22,6 @@ import json
 import os
 import sys
 import time
-import urllib.parse
-import urllib.request
 
 import numpy as np
 
@@ -236,24 +234,6 @@ def plan(args):
             "epochs": args.epochs}
 
 
-def request_round(url, job, member):
-    """POST /v1/jobs/JOB/round: a world that broke may not be over for the
-    coordinator yet (a killed peer counts as alive until its failure
-    timeout), so ask for a new round rather than meet in it again."""
-    headers = {"Content-Type": "application/json"}
-    token = os.environ.get("COHORT_COORDINATOR_TOKEN")
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    url = url if "://" in url else "http://" + url
-    path = f"/v1/jobs/{urllib.parse.quote(job, safe='')}/round"
-    req = urllib.request.Request(url.rstrip("/") + path, data=json.dumps({"member": member}).encode(),
-                                 method="POST", headers=headers)
-    try:
-        urllib.request.urlopen(req, timeout=10).read()
-    except OSError:
-        pass  # no longer a member: the next heartbeat says so
-
-
 class ElasticTrainer:
     def __init__(self, args, cohort, member):
         self.args = args
@@ -314,7 +294,7 @@ class ElasticTrainer:
         ask_at = time.monotonic()
         while not self.m.round_pending:
             if time.monotonic() >= ask_at:
-                request_round(os.environ["COHORT_COORDINATOR"], self.m.job, self.m.member)
+                self.m.request_round()
                 ask_at = time.monotonic() + 2.0
             if time.monotonic() > deadline:
                 raise self.cohort.Timeout(f"world {self.world['generation']} broke and no new round "

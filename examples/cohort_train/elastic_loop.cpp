@@ -223,7 +223,7 @@ private:
         while (!m_.round_pending()) {
             if (Clock::now() >= ask_at) {
                 try {
-                    m_.client().request_round(m_.job(), m_.member());
+                    m_.request_round();
                 } catch (const Error&) {
                     // No longer a member: the next heartbeat says so.
                 }

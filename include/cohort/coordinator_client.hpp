@@ -172,7 +172,9 @@ public:
     JoinReply join(std::string_view job, const MemberDescriptor& node);
     HeartbeatReply heartbeat(std::string_view job, std::string_view member, uint64_t generation,
                              const std::optional<HeartbeatMetrics>& metrics = std::nullopt);
-    void leave(std::string_view job, std::string_view member);
+    // failure not empty: the member failed (its launcher saw its process
+    // die) and why: it is marked failed now, not after failure_timeout.
+    void leave(std::string_view job, std::string_view member, std::string_view failure = {});
     RoundReply request_round(std::string_view job, std::string_view member);
     // peers == false: the rank and sizes without the peer list (a few dozen
     // bytes instead of one entry per member; what a member that only needs

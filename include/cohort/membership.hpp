@@ -82,6 +82,11 @@ public:
     // True once a heartbeat answer said a new round is open (or the member
     // is no longer active): finish or abandon the step, then next_world().
     bool round_pending() const;
+    // Asks for a new round now (a collective failed: a peer died or hangs,
+    // which the coordinator may not know yet). When the coordinator has a
+    // round open afterwards, round_pending() is true at once, without
+    // waiting for the next heartbeat. Returns round_pending().
+    bool request_round();
 
     // Metrics for the next heartbeat (kept in a bounded batch).
     // Error(invalid_argument) for a NaN or infinite value.

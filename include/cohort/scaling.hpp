@@ -44,7 +44,7 @@ struct ScalingEvent {
     std::string host;    // where that worker runs (else taken from the ClusterView), or where capacity appeared
     std::string detail;  // for people: "exit code 1", "no heartbeat for 60s"
     std::optional<int> exit_code;
-    std::optional<double> straggler_score;    // the worker's step time over the median's (2.0: twice as slow)
+    std::optional<double> straggler_score;    // the coordinator's score: its step rate over the median's, in [0, 1]
     std::optional<double> straggler_seconds;  // how long it has straggled; else the auto-scaler measures it
     std::optional<int> free_slots;            // capacity: workers that `host` (or the cluster) can take now
 };

@@ -357,6 +357,7 @@ PROTOTYPES = {
     "cohort_membership_job": (_STATUS, [membership_p, _cstr_out]),
     "cohort_membership_next_world": (_STATUS, [membership_p, c_int64, _owned_out, _P(c_size_t)]),
     "cohort_membership_round_pending": (_STATUS, [membership_p, _P(c_int32)]),
+    "cohort_membership_request_round": (_STATUS, [membership_p, _P(c_int32)]),
     "cohort_membership_communicator": (_STATUS, [membership_p, _P(comm_p)]),
     "cohort_membership_record_step": (_STATUS, [membership_p, c_uint64, c_double, c_double,
                                                 c_double, c_double]),

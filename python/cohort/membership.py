@@ -47,6 +47,7 @@ _PROTOTYPES = {
     "cohort_membership_job": (_S, [membership_p, _P(c_char_p)]),
     "cohort_membership_next_world": (_S, [membership_p, c_int64, _owned, _P(c_size_t)]),
     "cohort_membership_round_pending": (_S, [membership_p, _P(c_int32)]),
+    "cohort_membership_request_round": (_S, [membership_p, _P(c_int32)]),
     "cohort_membership_communicator": (_S, [membership_p, _P(_lib.comm_p)]),
     "cohort_membership_record_step": (_S, [membership_p, c_uint64, c_double, c_double, c_double,
                                            c_double]),
@@ -189,6 +190,13 @@ class Membership(_util.Handle):
         the communicator, call next_world()."""
         out = c_int32()
         self._lib.cohort_membership_round_pending(self._h(), byref(out))
+        return bool(out.value)
+
+    def request_round(self):
+        """Asks for a new round now (after a failed collective); True when
+        one is open, and then round_pending is True at once."""
+        out = c_int32()
+        self._lib.cohort_membership_request_round(self._h(), byref(out))
         return bool(out.value)
 
     def communicator(self):

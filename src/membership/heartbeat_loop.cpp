@@ -51,7 +51,9 @@ void Membership::Impl::heartbeat_loop() {
     std::unique_lock lock(mutex);
     auto next = Clock::now() + interval;
     for (;;) {
-        if (wake.wait_until(lock, next, [this] { return stopping; })) return;
+        wake.wait_until(lock, next, [this] { return stopping || report_now; });
+        if (stopping) return;
+        report_now = false;
         const bool again = beat(lock);
         next = Clock::now() + (again ? std::chrono::milliseconds::zero() : interval);
     }

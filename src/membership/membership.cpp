@@ -86,6 +86,7 @@ void Membership::Impl::enter(Phase next, MemberWorld next_world) {
     world = std::move(next_world);
     round_pending = false;
     ++epoch;
+    first_step_pending = phase == Phase::active;
 }
 
 void Membership::Impl::join() {
@@ -221,6 +222,27 @@ bool Membership::round_pending() const {
     return m.round_pending;
 }
 
+bool Membership::request_round() {
+    Impl& m = checked_impl(impl_);
+    uint64_t asked_in = 0;
+    {
+        std::lock_guard lock(m.mutex);
+        if (m.round_pending) return true;
+        asked_in = m.epoch;
+    }
+    bool open = false;
+    try {
+        open = m.client->request_round(m.options.job, m.options.node.id).round_open;
+    } catch (const Error& e) {
+        // No longer a member (failed, stale): it must join again anyway.
+        open = e.code() == Errc::mismatch || e.code() == Errc::not_found || e.code() == Errc::timeout;
+        if (!open) throw;
+    }
+    std::lock_guard lock(m.mutex);
+    if (open && m.epoch == asked_in) m.round_pending = true;
+    return m.round_pending;
+}
+
 void Membership::record_step(const StepMetrics& step) {
     Impl& m = checked_impl(impl_);
     for (const double v : {step.step_time, step.samples_per_sec, step.data_wait, step.collective_wait}) {
@@ -233,6 +255,13 @@ void Membership::record_step(const StepMetrics& step) {
     }
     std::lock_guard lock(m.mutex);
     m.metrics.record(step, Clock::now());
+    if (m.first_step_pending) {
+        // The first step in a new world goes out at once: it tells the
+        // coordinator (and a launcher watching) that training resumed.
+        m.first_step_pending = false;
+        m.report_now = true;
+        m.wake.notify_all();
+    }
 }
 
 void Membership::set_collective(uint64_t sequence, bool inside) {

@@ -67,6 +67,8 @@ struct Membership::Impl {
     bool round_pending = false;
     bool left = false;
     bool stopping = false;
+    bool first_step_pending = false;  // no step recorded in this world yet
+    bool report_now = false;          // heartbeat without waiting for the interval
     // The coordinator refused the newer metrics fields: send only the basic ones.
     bool basic_metrics = false;
     std::chrono::milliseconds interval{0};

@@ -263,6 +263,17 @@ TEST_F(CoordinatorRendezvous, RoundAfterAFailureClosesOnceEverySurvivorIsBack) {
     EXPECT_EQ(state.job("train").generation(), 3u);
 }
 
+TEST_F(CoordinatorRendezvous, ALauncherReportsAFailureAtOnce) {
+    create(2, 3);
+    for (const char* id : {"n1", "n2", "n3"}) state.join("train", node(id), t);
+    state.leave("train", "n2", t + 0.1, "killed by signal 9");
+    EXPECT_EQ(state_of("n2"), MemberState::failed);
+    EXPECT_EQ(state.job("train").find_member("n2")->reason, "killed by signal 9");
+    EXPECT_EQ(state.job("train").round_reason(), "node 'n2' failed: killed by signal 9");
+    // Its relaunch joins under the same id.
+    EXPECT_EQ(state.join("train", node("n2"), t + 0.2).state, MemberState::waiting);
+}
+
 TEST_F(CoordinatorRendezvous, LateJoinerOpensARoundWithPolicyAuto) {
     create(2, 4);
     state.join("train", node("n1"), t);

@@ -327,9 +327,10 @@ HeartbeatReply CoordinatorClient::heartbeat(std::string_view job, std::string_vi
     return reply;
 }
 
-void CoordinatorClient::leave(std::string_view job, std::string_view member) {
+void CoordinatorClient::leave(std::string_view job, std::string_view member, std::string_view failure) {
     json::object body;
     body["member"] = member;
+    if (!failure.empty()) body["failed"] = failure;
     const json::value b = body;
     impl_->call_json("POST", job_path(job) + "/leave", &b);
 }

@@ -265,8 +265,11 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
         return r;
     }
     if (action == "leave") {
-        const std::string member = coord::server::member_field(body, where);
-        state.leave(job, member, now());
+        coord::FieldReader reader(body, where, Errc::invalid_argument);
+        reader.allow({"member", "failed"});
+        const std::string member = reader.string("member");
+        const std::string failure = reader.string_or("failed", "");
+        state.leave(job, member, now(), failure);
         changed(job);
         json::object o;
         o["left"] = member;

@@ -126,15 +126,22 @@ HeartbeatReply CoordinatorState::heartbeat(std::string_view job_name, std::strin
     return reply;
 }
 
-void CoordinatorState::leave(std::string_view job_name, std::string_view member, double now) {
+void CoordinatorState::leave(std::string_view job_name, std::string_view member, double now,
+                             std::string_view failure) {
     const double t = time_of(now);
     Job& j = job_for(job_name);
     const Member& m = member_of(j, member);
     if (!is_live(m.state)) return;
     const bool was_active = m.state == MemberState::active;
-    emit(event::MemberRemoved{j.name(), t, std::string(member), MemberState::left, "left the job"});
+    if (failure.empty()) {
+        emit(event::MemberRemoved{j.name(), t, std::string(member), MemberState::left, "left the job"});
+    } else {
+        emit(event::MemberRemoved{j.name(), t, std::string(member), MemberState::failed, std::string(failure)});
+    }
     if (was_active && !j.round_open()) {
-        emit(event::RoundOpened{j.name(), t, fmt::format("node '{}' left", member)});
+        emit(event::RoundOpened{j.name(), t,
+                                failure.empty() ? fmt::format("node '{}' left", member)
+                                                : fmt::format("node '{}' failed: {}", member, failure)});
     }
     settle(j, t);
 }

@@ -86,7 +86,10 @@ public:
                              std::optional<HeartbeatMetrics> metrics, double now);
     // A member of the running world that leaves opens a new round at once.
     // Leaving twice is not an error.
-    void leave(std::string_view job, std::string_view member, double now);
+    // `failure` not empty: someone who knows (the member's launcher) says
+    // it failed and why; it is marked failed at once instead of after
+    // failure_timeout.
+    void leave(std::string_view job, std::string_view member, double now, std::string_view failure = {});
     // Opens a new round (rejoin policy on_request, or any time a member
     // wants the waiting nodes in).
     void request_round(std::string_view job, std::string_view member, double now);

@@ -1,0 +1,36 @@
+// What cohort-run tells people and programs: one line per event on stdout
+// ("cohort-run [  3.21s] round 2 formed: ..."), and with --events the same
+// event as a JSON line ({"t": 3.21, "event": "round_formed", ...}).
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include <boost/json/object.hpp>
+
+namespace cohort_run {
+
+class EventLog {
+public:
+    // Throws cohort::Error(io) when the events file cannot be opened.
+    EventLog(const std::string& events_file, bool quiet);
+    ~EventLog();
+    EventLog(const EventLog&) = delete;
+    EventLog& operator=(const EventLog&) = delete;
+
+    // Seconds since the launcher started.
+    double now() const;
+    // `fields` gets "t" and "event"; `text` is the line people read.
+    void emit(std::string_view event, boost::json::object fields, std::string_view text);
+    // A line for people only (the summary table).
+    void say(std::string_view text);
+
+private:
+    std::chrono::steady_clock::time_point start_;
+    std::FILE* file_ = nullptr;
+    bool quiet_;
+};
+
+}  // namespace cohort_run

@@ -1,0 +1,655 @@
+#include "launcher.hpp"
+
+#include "signals.hpp"
+
+#include <cohort/error.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <thread>
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
+
+namespace cohort_run {
+namespace {
+
+namespace json = boost::json;
+using cohort::Errc;
+using cohort::Error;
+
+std::string host_name() {
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+    return name;
+}
+
+std::string list(const std::vector<std::string>& ids, std::size_t most = 8) {
+    std::string out;
+    for (std::size_t i = 0; i < ids.size() && i < most; ++i) out += (i == 0 ? "" : ", ") + ids[i];
+    if (ids.size() > most) out += fmt::format(", and {} more", ids.size() - most);
+    return out;
+}
+
+json::array to_array(const std::vector<std::string>& items) {
+    json::array a;
+    for (const auto& s : items) a.emplace_back(s);
+    return a;
+}
+
+void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+}  // namespace
+
+Launcher::Launcher(Options options) : o_(std::move(options)), log_(o_.events_file, o_.quiet) {
+    if (o_.node_id.empty()) o_.node_id = host_name();
+    for (int r = 0; r < o_.nproc_per_node; ++r) {
+        Slot slot;
+        slot.local_rank = r;
+        slot.worker = fmt::format("{}-{}", o_.node_id, r);
+        slots_.push_back(std::move(slot));
+    }
+}
+
+Launcher::~Launcher() = default;
+
+void Launcher::connect() {
+    if (o_.standalone) {
+        cohort::CoordinatorOptions co;
+        co.port = o_.port;
+        co.data_dir = o_.data_dir;
+        server_ = std::make_unique<cohort::Coordinator>(co);
+        url_ = server_->url();
+        host_ = "127.0.0.1";
+        port_ = std::to_string(server_->port());
+    } else {
+        std::string where = o_.coordinator;
+        if (where.rfind("http://", 0) == 0) where = where.substr(7);
+        while (!where.empty() && where.back() == '/') where.pop_back();
+        const auto colon = where.rfind(':');
+        if (colon == std::string::npos || colon == 0 || colon + 1 == where.size()) {
+            throw Error(Errc::invalid_argument,
+                        fmt::format("--coordinator: '{}' is not HOST:PORT", o_.coordinator));
+        }
+        host_ = where.substr(0, colon);
+        port_ = where.substr(colon + 1);
+        url_ = "http://" + where;
+    }
+    client_ = std::make_unique<cohort::CoordinatorClient>(url_);
+    json::object f;
+    f["url"] = url_;
+    f["standalone"] = o_.standalone;
+    log_.emit("coordinator", std::move(f),
+              fmt::format("coordinator {} ({}), job '{}', node {} with {} workers", url_,
+                          o_.standalone ? "in this process" : "running elsewhere", o_.job, o_.node_id,
+                          o_.nproc_per_node));
+}
+
+void Launcher::create_job() {
+    json::object s;
+    s["min_nodes"] = o_.min_workers;
+    s["max_nodes"] = std::max(o_.min_workers, o_.nnodes_max * o_.nproc_per_node);
+    s["last_call"] = o_.last_call;
+    s["heartbeat_interval"] = o_.heartbeat_interval;
+    s["failure_timeout"] = o_.failure_timeout;
+    json::object health;
+    if (o_.straggler_threshold) health["straggler_threshold"] = *o_.straggler_threshold;
+    if (o_.straggler_for) health["straggler_for"] = *o_.straggler_for;
+    if (o_.hang_timeout) health["hang_timeout"] = *o_.hang_timeout;
+    if (!health.empty()) s["health"] = std::move(health);
+    try {
+        client_->create_job_json(o_.job, json::serialize(s));
+    } catch (const Error& e) {
+        if (e.code() != Errc::mismatch) throw;
+        throw Error(Errc::mismatch, fmt::format("job '{}' already exists on {} with other settings ({}); start "
+                                                "every cohort-run of a job with the same flags, or use another --job",
+                                                o_.job, url_, e.what()));
+    }
+}
+
+cohort::WorkerSpec Launcher::spec_for(Slot& slot, bool joined) {
+    cohort::WorkerSpec spec;
+    spec.id = slot.worker;
+    spec.argv = o_.program;
+    auto& env = spec.env;
+    env["COHORT_COORDINATOR"] = url_;
+    env["COHORT_JOB"] = o_.job;
+    env["COHORT_MEMBER"] = slot.worker;
+    env["COHORT_NODE_ID"] = o_.node_id;
+    env["COHORT_HOST"] = o_.node_id;
+    env["COHORT_RESTART_COUNT"] = std::to_string(slot.restarts);
+    env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(slot.restarts);
+    env["LOCAL_RANK"] = std::to_string(slot.local_rank);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(o_.nproc_per_node);
+    env["MASTER_ADDR"] = host_;
+    env["MASTER_PORT"] = port_;
+    if (joined && slot.rank && slot.world_size) {
+        env["COHORT_GENERATION"] = std::to_string(slot.generation);
+        env["RANK"] = std::to_string(*slot.rank);
+        env["WORLD_SIZE"] = std::to_string(*slot.world_size);
+        env["GROUP_RANK"] = std::to_string(slot.node_rank.value_or(0));
+    }
+    slot.running = true;
+    slot.finished = false;
+    slot.removed = false;
+    ++slot.starts;
+    return spec;
+}
+
+Launcher::Slot* Launcher::slot_of(std::string_view worker) {
+    for (Slot& s : slots_) {
+        if (s.worker == worker) return &s;
+    }
+    return nullptr;
+}
+
+void Launcher::start_first_workers() {
+    for (Slot& s : slots_) {
+        cohort::MemberDescriptor d;
+        d.id = s.worker;
+        d.host = o_.node_id;
+        const cohort::JoinReply r = client_->join(o_.job, d);
+        if (r.rank) s.rank = r.rank;
+        s.beat_for = true;
+    }
+    // Heartbeat for them until their round closes, so that RANK and
+    // WORLD_SIZE are known when they start (as under torchrun); a round
+    // that needs other nodes may take a while, but not forever.
+    const double deadline = log_.now() + std::max(60.0, 3 * o_.last_call + 10);
+    double next_beat = 0;
+    while (log_.now() < deadline) {
+        if (const int sig = signals::take()) throw signals::Stop{sig};
+        bool all = true;
+        if (log_.now() >= next_beat) {
+            for (Slot& s : slots_) {
+                try {
+                    const cohort::HeartbeatReply r = client_->heartbeat(o_.job, s.worker, 0);
+                    if (r.rank) {
+                        s.rank = r.rank;
+                        s.world_size = r.world_size;
+                        s.generation = r.generation;
+                    }
+                } catch (const Error&) {
+                    // A round closing between the join and this beat; read below.
+                }
+            }
+            next_beat = log_.now() + std::min(0.25, o_.heartbeat_interval / 2);
+        }
+        for (const Slot& s : slots_) all = all && s.world_size.has_value();
+        if (all) break;
+        sleep_ms(20);
+    }
+    for (Slot& s : slots_) {
+        if (s.rank) {
+            const cohort::MemberWorld w = client_->world(o_.job, s.worker, false);
+            if (w.active) {
+                s.rank = w.rank;
+                s.world_size = w.world_size;
+                s.node_rank = w.node_rank;
+                s.generation = w.generation;
+            }
+        }
+        scheduler_->launch(spec_for(s, true));
+        json::object f;
+        f["worker"] = s.worker;
+        f["local_rank"] = s.local_rank;
+        f["pid"] = scheduler_->pid(s.worker);
+        f["restart"] = s.restarts;
+        if (s.rank) f["rank"] = *s.rank;
+        if (s.world_size) f["world_size"] = *s.world_size;
+        log_.emit("worker_started", std::move(f),
+                  s.rank ? fmt::format("worker {} started (pid {}, rank {} of {})", s.worker,
+                                       scheduler_->pid(s.worker), *s.rank, *s.world_size)
+                         : fmt::format("worker {} started (pid {}; its round has not closed yet)", s.worker,
+                                       scheduler_->pid(s.worker)));
+    }
+}
+
+cohort::WorkerSpec Launcher::make_worker(const cohort::PlanStep& step) {
+    Slot* slot = nullptr;
+    if (step.kind == cohort::StepKind::relaunch) {
+        slot = slot_of(step.node);
+    } else {
+        for (Slot& s : slots_) {
+            if (s.removed && !s.running) {
+                slot = &s;
+                break;
+            }
+        }
+    }
+    if (slot == nullptr) throw Error(Errc::internal, fmt::format("no worker place for: {}", cohort::describe(step)));
+    ++slot->restarts;
+    if (step.kind != cohort::StepKind::relaunch) slot->worker = fmt::format("{}-{}.{}", o_.node_id, slot->local_rank, slot->restarts);
+    slot->beat_for = false;
+    slot->rank.reset();
+    ++relaunches_;
+    cohort::WorkerSpec spec = spec_for(*slot, false);
+    json::object f;
+    f["worker"] = slot->worker;
+    f["restart"] = slot->restarts;
+    f["local_rank"] = slot->local_rank;
+    log_.emit("relaunched", std::move(f),
+              fmt::format("worker {} {} (local rank {}, restart {})", slot->worker,
+                          step.kind == cohort::StepKind::relaunch ? "relaunched" : "started in its place",
+                          slot->local_rank, slot->restarts));
+    return spec;
+}
+
+cohort::ClusterView Launcher::cluster() const {
+    cohort::ClusterView view;
+    for (const Slot& s : slots_) {
+        if (s.running) view.nodes.push_back({s.worker, o_.node_id, {}});
+    }
+    return view;
+}
+
+void Launcher::report_failed(const std::string& worker, const std::string& why) {
+    try {
+        client_->leave(o_.job, worker, why);
+    } catch (const Error&) {
+        // Not a member any more (or the coordinator is away): its silence
+        // tells the coordinator the same after failure_timeout.
+    }
+}
+
+void Launcher::act(const cohort::ScalingEvent& event, double delay) {
+    cohort::ScalingPlan plan = scaler_->on_event(event, cluster(), log_.now());
+    if (plan.steps.empty() && plan.warnings.empty()) return;
+    // Free places for launches: the ones a remove in this plan frees, and
+    // those already free.
+    int free = 0;
+    for (const Slot& s : slots_) free += (s.removed && !s.running) ? 1 : 0;
+    std::vector<cohort::PlanStep> steps;
+    for (cohort::PlanStep& step : plan.steps) {
+        if (step.kind == cohort::StepKind::remove) {
+            if (Slot* s = slot_of(step.node)) {
+                if (s->running) report_failed(s->worker, "removed by the launcher: " + step.reason);
+                s->removed = true;
+                s->running = false;
+                s->ended = "removed: " + step.reason;
+                ++free;
+            }
+        } else if (step.kind == cohort::StepKind::restart_all) {
+            for (Slot& s : slots_) {
+                if (s.running) report_failed(s.worker, "restarted by the launcher: " + step.reason);
+            }
+        } else if (step.kind == cohort::StepKind::relaunch) {
+            if (Slot* s = slot_of(step.node); s != nullptr && s->running) {
+                report_failed(s->worker, "relaunched by the launcher: " + step.reason);
+            }
+        } else if (step.kind == cohort::StepKind::launch) {
+            if (free == 0) {
+                plan.warnings.push_back("launch skipped: every local worker place is taken");
+                continue;
+            }
+            --free;
+        }
+        steps.push_back(step);
+    }
+    plan.steps = std::move(steps);
+    json::object f;
+    f["text"] = cohort::describe(plan);
+    json::array list_steps;
+    for (const auto& step : plan.steps) {
+        json::object st;
+        st["kind"] = cohort::to_string(step.kind);
+        st["node"] = step.node;
+        st["reason"] = step.reason;
+        list_steps.push_back(std::move(st));
+    }
+    f["steps"] = std::move(list_steps);
+    f["warnings"] = to_array(plan.warnings);
+    std::string text = cohort::describe(plan);
+    std::replace(text.begin(), text.end(), '\n', ';');
+    if (delay > 0 && !plan.steps.empty()) {
+        f["delay"] = delay;
+        log_.emit("plan", std::move(f), fmt::format("plan (in {:g} s): {}", delay, text));
+        deferred_.emplace_back(log_.now() + delay, std::move(plan));
+        return;
+    }
+    log_.emit("plan", std::move(f), "plan: " + text);
+    scheduler_->execute(plan);
+}
+
+void Launcher::run_due_plans() {
+    const double now = log_.now();
+    for (auto it = deferred_.begin(); it != deferred_.end();) {
+        if (it->first > now) {
+            ++it;
+            continue;
+        }
+        const cohort::ScalingPlan plan = std::move(it->second);
+        it = deferred_.erase(it);
+        scheduler_->execute(plan);
+    }
+}
+
+void Launcher::on_exits() {
+    for (const cohort::WorkerExit& e : scheduler_->poll()) {
+        Slot* slot = slot_of(e.id);
+        if (slot == nullptr || e.stopped) continue;  // we stopped it: a plan step said why
+        slot->running = false;
+        slot->beat_for = false;
+        if (e.succeeded()) {
+            slot->finished = true;
+            slot->ended = "finished (exit 0)";
+            json::object f;
+            f["worker"] = e.id;
+            log_.emit("worker_exited", std::move(f), fmt::format("worker {} finished (exit 0)", e.id));
+            continue;
+        }
+        ++failures_;
+        slot->ended = e.message;
+        json::object f;
+        f["worker"] = e.id;
+        f["detail"] = e.message;
+        if (e.kind == cohort::ExitKind::exited) f["exit_code"] = e.exit_code;
+        if (e.kind == cohort::ExitKind::signaled) f["signal"] = e.signal;
+        log_.emit("worker_failed", std::move(f), fmt::format("worker {} failed: {}", e.id, e.message));
+        report_failed(e.id, e.message);
+        cohort::ScalingEvent event;
+        event.kind = cohort::EventKind::failed;
+        event.node = e.id;
+        event.host = o_.node_id;
+        event.detail = e.message;
+        if (e.kind == cohort::ExitKind::exited) event.exit_code = e.exit_code;
+        act(event, o_.relaunch_delay);
+        const bool relaunching = std::any_of(deferred_.begin(), deferred_.end(), [&](const auto& d) {
+            return std::any_of(d.second.steps.begin(), d.second.steps.end(), [&](const cohort::PlanStep& st) {
+                return st.kind == cohort::StepKind::relaunch && st.node == e.id;
+            });
+        });
+        if (!slot->running && !relaunching) {
+            slot->removed = true;
+            failed_for_good_ = true;
+        }
+    }
+}
+
+void Launcher::heartbeat_for_workers() {
+    for (Slot& s : slots_) {
+        if (!s.beat_for || !s.running) continue;
+        try {
+            client_->heartbeat(o_.job, s.worker, s.generation);
+            ++s.beats_sent;
+        } catch (const Error&) {
+            s.beat_for = false;  // a new round, or the worker moved on: it is on its own
+        }
+    }
+}
+
+void Launcher::on_job(const JobView& job) {
+    uint64_t top = 0;
+    for (const auto& id : job.world) {
+        if (const auto it = job.members.find(id); it != job.members.end() && it->second.step) {
+            top = std::max(top, *it->second.step);
+        }
+    }
+    if (job.generation != generation_ && job.generation > 0) {
+        generation_ = job.generation;
+        ++rounds_;
+        // The steps before this round, from the previous look: a member of
+        // the new world may already have stepped by now.
+        uint64_t before = 0;
+        if (last_job_) {
+            for (const auto& [id, m] : last_job_->members) before = std::max(before, m.step.value_or(0));
+        }
+        step_at_round_ = before;
+        awaiting_training_ = true;
+        job_hung_reported_ = false;
+        json::object f;
+        f["generation"] = job.generation;
+        f["world_size"] = job.world_size;
+        f["workers"] = to_array(job.world);
+        log_.emit("round_formed", std::move(f),
+                  fmt::format("round {} formed: {} workers ({})", job.generation, job.world_size, list(job.world)));
+    }
+    if (awaiting_training_ && top > step_at_round_) {
+        awaiting_training_ = false;
+        json::object f;
+        f["generation"] = job.generation;
+        f["step"] = top;
+        log_.emit("training", std::move(f), fmt::format("training in round {}: step {}", job.generation, top));
+    }
+    for (Slot& s : slots_) {
+        const auto it = job.members.find(s.worker);
+        if (it == job.members.end() || !s.running) continue;
+        const MemberView& m = it->second;
+        if (s.beat_for && m.heartbeats > s.beats_sent) s.beat_for = false;  // its own heartbeats arrive
+        if (m.straggler && acted_.insert(s.worker + "#straggler").second) {
+            ++stragglers_;
+            json::object f;
+            f["worker"] = s.worker;
+            f["score"] = m.straggler_score.value_or(0);
+            f["for"] = m.slow_for;
+            log_.emit("straggler", std::move(f),
+                      fmt::format("worker {} is a straggler: score {:.2f} (its step rate against the job's median) "
+                                  "for {:.0f} s",
+                                  s.worker, m.straggler_score.value_or(0), m.slow_for));
+            cohort::ScalingEvent event;
+            event.kind = cohort::EventKind::straggler;
+            event.node = s.worker;
+            event.host = o_.node_id;
+            event.straggler_score = m.straggler_score;
+            event.straggler_seconds = m.slow_for;
+            act(event);
+        }
+        if (m.hung && acted_.insert(fmt::format("{}#hung#{}", s.worker, job.generation)).second) {
+            ++hangs_;
+            json::object f;
+            f["worker"] = s.worker;
+            f["cause"] = m.diagnosis ? m.diagnosis->cause : "unknown";
+            f["summary"] = m.diagnosis ? m.diagnosis->summary : "";
+            f["evidence"] = to_array(m.diagnosis ? m.diagnosis->evidence : std::vector<std::string>{});
+            log_.emit("hung", std::move(f),
+                      fmt::format("worker {} is hung: {} ({})", s.worker,
+                                  m.diagnosis ? m.diagnosis->summary : "no diagnosis",
+                                  m.diagnosis ? m.diagnosis->cause : "unknown"));
+        }
+    }
+    if (job.hung && !job_hung_reported_) {
+        job_hung_reported_ = true;
+        json::object f;
+        f["cause"] = job.hang ? job.hang->cause : "unknown";
+        f["summary"] = job.hang ? job.hang->summary : "";
+        f["evidence"] = to_array(job.hang ? job.hang->evidence : std::vector<std::string>{});
+        log_.emit("job_hung", std::move(f),
+                  fmt::format("the job is hung: {} ({}); evidence: {}", job.hang ? job.hang->summary : "no diagnosis",
+                              job.hang ? job.hang->cause : "unknown",
+                              job.hang ? list(job.hang->evidence, 4) : std::string("none")));
+        cohort::ScalingEvent event;
+        event.kind = cohort::EventKind::job_hung;
+        event.host = o_.node_id;
+        event.detail = job.hang ? job.hang->summary : "";
+        act(event);
+    }
+}
+
+void Launcher::progress(const JobView& job) {
+    uint64_t step = 0;
+    double rate = 0;
+    for (const auto& id : job.world) {
+        if (const auto it = job.members.find(id); it != job.members.end()) {
+            step = std::max(step, it->second.step.value_or(0));
+            rate += it->second.samples_per_sec;
+        }
+    }
+    json::object f;
+    f["generation"] = job.generation;
+    f["world_size"] = job.world_size;
+    f["step"] = step;
+    f["samples_per_sec"] = rate;
+    std::string shards;
+    if (!job.epochs.empty()) {
+        const EpochView* e = &job.epochs.back();
+        for (const EpochView& x : job.epochs) {
+            if (x.done < x.total) {
+                e = &x;
+                break;
+            }
+        }
+        f["epoch"] = e->epoch + 1;
+        f["epochs"] = job.epochs.size();
+        f["shards_done"] = e->done;
+        f["shards_total"] = e->total;
+        shards = fmt::format(", epoch {}/{}: {}/{} shards", e->epoch + 1, job.epochs.size(), e->done, e->total);
+    }
+    log_.emit("progress", std::move(f),
+              fmt::format("progress: round {}, {} workers, step {}{}, {:.0f} samples/s", job.generation,
+                          job.world_size, step, shards, rate));
+}
+
+bool Launcher::finished() const {
+    return std::none_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.running; });
+}
+
+void Launcher::summary() {
+    try {
+        last_job_ = parse_job(client_->job_state(o_.job), 0);
+    } catch (const Error&) {
+        // The summary makes do with the last look.
+    }
+    log_.say(fmt::format("summary: {} rounds, {} worker failures, {} relaunches, {} stragglers, {} hung workers",
+                         rounds_, failures_, relaunches_, stragglers_, hangs_));
+    log_.say(fmt::format("  {:<24} {:>6}  {}", "worker", "starts", "how it ended"));
+    for (const Slot& s : slots_) {
+        log_.say(fmt::format("  {:<24} {:>6}  {}", s.worker, s.starts, s.running ? "still running" : s.ended));
+    }
+    if (last_job_ && !last_job_->epochs.empty()) {
+        log_.say(fmt::format("  {:<8} {:>14}", "epoch", "shards done"));
+        for (const EpochView& e : last_job_->epochs) {
+            log_.say(fmt::format("  {:<8} {:>6} of {:<6}{}", e.epoch + 1, e.done, e.total,
+                                 e.done == e.total ? " (each once)" : ""));
+        }
+        if (last_job_->duplicate_reports > 0) {
+            log_.say(fmt::format("  {} shard reports came after the shard was done and were not counted again",
+                                 last_job_->duplicate_reports));
+        }
+    }
+}
+
+int Launcher::finish(int status, const std::string& reason) {
+    summary();
+    json::object f;
+    f["exit_code"] = status;
+    f["reason"] = reason;
+    log_.emit("done", std::move(f), fmt::format("done: {} (exit {})", reason, status));
+    return status;
+}
+
+int Launcher::stop(int signal) {
+    json::object f;
+    f["signal"] = signal;
+    log_.emit("signal", std::move(f),
+              fmt::format("{}: stopping the workers ({} s before SIGKILL)", strsignal(signal), o_.grace));
+    for (Slot& s : slots_) {
+        if (!s.running) continue;
+        try {
+            client_->leave(o_.job, s.worker);
+        } catch (const Error&) {
+        }
+    }
+    scheduler_->signal_all(signal);
+    const double until = log_.now() + o_.grace;
+    while (!finished() && log_.now() < until) {
+        if (signals::take() != 0) break;  // a second signal: no more grace
+        for (const cohort::WorkerExit& e : scheduler_->poll()) {
+            if (Slot* s = slot_of(e.id)) {
+                s->running = false;
+                s->ended = e.message;
+            }
+        }
+        sleep_ms(20);
+    }
+    scheduler_->stop_all(std::chrono::milliseconds(0));
+    for (const cohort::WorkerExit& e : scheduler_->poll()) {
+        if (Slot* s = slot_of(e.id)) {
+            s->running = false;
+            s->ended = e.message;
+        }
+    }
+    return finish(128 + signal, fmt::format("stopped by {}", strsignal(signal)));
+}
+
+int Launcher::run() {
+    try {
+        connect();
+        create_job();
+        cohort::ScalingOptions so;
+        so.min_nodes = o_.min_workers;
+        so.max_nodes = std::max(o_.min_workers, o_.nnodes_max * o_.nproc_per_node);
+        so.max_node_relaunches = o_.max_restarts;
+        so.max_job_relaunches = o_.max_restarts;
+        scaler_ = o_.rules.empty() ? std::make_unique<cohort::AutoScaler>(so)
+                                   : std::make_unique<cohort::AutoScaler>(so, std::filesystem::path(o_.rules));
+        scheduler_ = std::make_unique<cohort::LocalScheduler>(
+            [this](const cohort::PlanStep& step) { return make_worker(step); },
+            std::chrono::milliseconds(static_cast<int64_t>(o_.grace * 1000)));
+        start_first_workers();
+    } catch (const signals::Stop& s) {
+        if (scheduler_) return stop(s.signal);
+        return 128 + s.signal;
+    }
+    cohort::CoordinatorClientOptions quick;
+    quick.retry_deadline = std::chrono::milliseconds(0);  // the loop asks again soon anyway
+    quick.request_timeout = std::chrono::seconds(2);
+    cohort::CoordinatorClient watcher(url_, quick);
+    bool killed = false;
+    double next_poll = 0, next_beat = 0, next_progress = o_.progress;
+    std::string last_error;
+    for (;;) {
+        if (const int sig = signals::take()) return stop(sig);
+        const double now = log_.now();
+        if (o_.kill_rank && !killed && now >= o_.kill_after) {
+            killed = true;
+            Slot& s = slots_[static_cast<std::size_t>(*o_.kill_rank)];
+            const int64_t pid = scheduler_->pid(s.worker);
+            if (pid > 0 && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) {
+                json::object f;
+                f["worker"] = s.worker;
+                f["signal"] = SIGKILL;
+                log_.emit("worker_killed", std::move(f),
+                          fmt::format("--kill-worker: sent SIGKILL to worker {} (pid {})", s.worker, pid));
+            }
+        }
+        on_exits();
+        run_due_plans();
+        if (finished() && deferred_.empty()) break;
+        if (now >= next_beat) {
+            heartbeat_for_workers();
+            next_beat = now + o_.heartbeat_interval / 2;
+        }
+        if (now >= next_poll) {
+            try {
+                JobView job = parse_job(watcher.job_state(o_.job), now);
+                on_job(job);
+                last_job_ = std::move(job);
+                last_error.clear();
+            } catch (const Error& e) {
+                if (e.what() != last_error) {
+                    last_error = e.what();
+                    log_.say(fmt::format("cannot read the job's state (will keep asking): {}", e.what()));
+                }
+            }
+            next_poll = now + 0.1;
+        }
+        if (o_.progress > 0 && now >= next_progress && last_job_) {
+            progress(*last_job_);
+            next_progress = now + o_.progress;
+        }
+        sleep_ms(20);
+    }
+    const bool any_finished = std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.finished; });
+    if (failed_for_good_ || !any_finished) {
+        return finish(1, any_finished ? "the job finished, but a worker failed past its relaunch budget"
+                                      : "every worker is gone and none finished");
+    }
+    return finish(0, "every worker finished");
+}
+
+}  // namespace cohort_run

@@ -1,0 +1,90 @@
+// The launcher's loop: hosts or finds the coordinator, creates the job,
+// joins and starts the workers, then watches them (their exits, the job's
+// rounds, steps and health) and carries out the policy's plans until every
+// worker has finished, the job has failed, or a signal stops it.
+#pragma once
+
+#include "events.hpp"
+#include "job_view.hpp"
+#include "options.hpp"
+
+#include <cohort/coordinator.hpp>
+#include <cohort/coordinator_client.hpp>
+#include <cohort/scaling.hpp>
+#include <cohort/scheduler.hpp>
+
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace cohort_run {
+
+class Launcher {
+public:
+    explicit Launcher(Options options);
+    ~Launcher();
+    // The process's exit status.
+    int run();
+
+private:
+    // One local worker place: LOCAL_RANK, and whoever runs in it now.
+    struct Slot {
+        int local_rank = 0;
+        std::string worker;  // the member id of the current process
+        int restarts = 0;    // COHORT_RESTART_COUNT of the current process
+        int starts = 0;
+        bool running = false;
+        bool finished = false;  // exited 0
+        bool removed = false;   // failed or removed and not relaunched
+        std::string ended;      // how its last process ended
+        // The launcher heartbeats for a worker it joined until the worker's
+        // own heartbeats show up: a program may take seconds to start.
+        bool beat_for = false;
+        uint64_t beats_sent = 0;
+        uint64_t generation = 0;
+        std::optional<uint32_t> rank, world_size, node_rank;
+    };
+
+    void connect();
+    void create_job();
+    void start_first_workers();
+    cohort::WorkerSpec spec_for(Slot& slot, bool joined);
+    cohort::WorkerSpec make_worker(const cohort::PlanStep& step);
+    Slot* slot_of(std::string_view worker);
+
+    void on_exits();
+    void on_job(const JobView& job);
+    void heartbeat_for_workers();
+    // delay > 0: the plan runs that much later (a failed worker's relaunch).
+    void act(const cohort::ScalingEvent& event, double delay = 0);
+    void run_due_plans();
+    void report_failed(const std::string& worker, const std::string& why);
+    void progress(const JobView& job);
+    bool finished() const;
+    int stop(int signal);
+    int finish(int status, const std::string& reason);
+    void summary();
+    cohort::ClusterView cluster() const;
+
+    Options o_;
+    EventLog log_;
+    std::unique_ptr<cohort::Coordinator> server_;
+    std::unique_ptr<cohort::CoordinatorClient> client_;
+    std::unique_ptr<cohort::AutoScaler> scaler_;
+    std::unique_ptr<cohort::LocalScheduler> scheduler_;
+    std::string url_, host_, port_;
+    std::vector<Slot> slots_;
+    std::optional<JobView> last_job_;
+    uint64_t generation_ = 0;
+    bool awaiting_training_ = false;
+    uint64_t step_at_round_ = 0;
+    bool job_hung_reported_ = false;
+    std::set<std::string> acted_;  // workers whose straggling or hang was acted on
+    int rounds_ = 0, failures_ = 0, relaunches_ = 0, stragglers_ = 0, hangs_ = 0;
+    bool failed_for_good_ = false;
+    std::vector<std::pair<double, cohort::ScalingPlan>> deferred_;  // (when, plan)
+};
+
+}  // namespace cohort_run

@@ -1,0 +1,175 @@
+#include "options.hpp"
+
+#include "../common/args.hpp"
+
+#include <cohort/error.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace cohort_run {
+namespace {
+
+using cohort::Errc;
+using cohort::Error;
+
+constexpr const char* kHelp = R"help(usage: cohort-run [options] -- PROGRAM [ARGS...]
+
+Starts PROGRAM as --nproc-per-node workers of an elastic training job,
+supervises them and carries out the job's policy: a worker that dies is
+reported to the coordinator at once and relaunched within the budget, a
+straggler is replaced, a hang restarts the workers (docs/training.md).
+Prints a line per event and a progress line; exits with the job's status.
+
+options:
+      --nproc-per-node N      workers this launcher starts (default 1)
+      --nnodes MIN[:MAX]      launchers the job may span; the job admits up to
+                              MAX x N workers (default 1)
+      --min-workers N         the smallest world the job trains with (default 1)
+      --standalone            host the coordinator in this process
+      --port P                the standalone coordinator's port (default: any)
+      --data-dir DIR          the standalone coordinator's durable state
+      --coordinator HOST:PORT a running coordinator (several cohort-run with
+                              one coordinator act as several nodes)
+      --job NAME              the job (default "cohort")
+      --node-id ID            this launcher's name; workers are ID-0, ID-1, ...
+                              (default: the host name)
+      --max-restarts N        relaunches in all, and per worker (default 3)
+      --rules FILE            the policy rule pack (default: rules/elastic.yaml)
+      --last-call S           job setting (default 3)
+      --heartbeat-interval S  job setting (default 1)
+      --failure-timeout S     job setting (default 5)
+      --straggler-threshold X health setting (default 0.7)
+      --straggler-for S       health setting (default 30)
+      --hang-timeout S        health setting (default 300)
+      --grace S               SIGTERM to SIGKILL when stopping workers (default 10)
+      --relaunch-delay S      wait this long before relaunching a failed worker,
+                              so one that fails as it starts cannot spin (default 1)
+      --kill-worker R@S       demos and tests: SIGKILL local worker R once, S
+                              seconds after the start
+      --progress S            a progress line every S seconds (default 2; 0: none)
+      --events FILE           also write each event as a JSON line to FILE
+  -q, --quiet                 no event lines on stdout
+  -h, --help                  this text
+      --version               the version
+
+exit status: 0 every worker finished; 1 the job failed; 2 bad flags;
+128+N stopped by signal N (SIGINT 130, SIGTERM 143).
+)help";
+
+template <typename T>
+T number(std::string_view flag, std::string_view text, T low, T high) {
+    T value{};
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    bool ok = ec == std::errc() && end == text.data() + text.size() && value >= low && value <= high;
+    if constexpr (std::is_floating_point_v<T>) ok = ok && std::isfinite(value);
+    if (!ok) {
+        throw Error(Errc::invalid_argument,
+                    fmt::format("{}: '{}' is not a number from {} to {}", flag, text, low, high));
+    }
+    return value;
+}
+
+double seconds(std::string_view flag, std::string_view text) { return number<double>(flag, text, 0.0, 1e9); }
+
+}  // namespace
+
+std::optional<Options> parse(int argc, char** argv) {
+    // Everything after "--" is the program's, untouched.
+    int split = argc;
+    for (int i = 1; i < argc; ++i) {
+        if (std::string_view(argv[i]) == "--") {
+            split = i;
+            break;
+        }
+    }
+    Options o;
+    cohort_examples::Args args(split, argv);
+    std::string_view arg;
+    while (args.next(arg)) {
+        if (cohort_examples::Args::help_or_version(arg, kHelp, "cohort-run")) return std::nullopt;
+        if (arg == "--nproc-per-node") {
+            o.nproc_per_node = number<int>(arg, args.value(), 1, 1024);
+        } else if (arg == "--nnodes") {
+            const std::string_view v = args.value();
+            const auto colon = v.find(':');
+            o.nnodes_min = number<int>(arg, v.substr(0, colon), 1, 100000);
+            o.nnodes_max = colon == std::string_view::npos ? o.nnodes_min
+                                                           : number<int>(arg, v.substr(colon + 1), o.nnodes_min, 100000);
+        } else if (arg == "--min-workers") {
+            o.min_workers = number<int>(arg, args.value(), 1, 1000000);
+        } else if (arg == "--standalone") {
+            o.standalone = true;
+        } else if (arg == "--port") {
+            o.port = number<uint16_t>(arg, args.value(), 0, 65535);
+        } else if (arg == "--data-dir") {
+            o.data_dir = args.value();
+        } else if (arg == "--coordinator") {
+            o.coordinator = args.value();
+        } else if (arg == "--job") {
+            o.job = args.value();
+        } else if (arg == "--node-id") {
+            o.node_id = args.value();
+        } else if (arg == "--max-restarts") {
+            o.max_restarts = number<int>(arg, args.value(), 0, 1000000);
+        } else if (arg == "--rules") {
+            o.rules = args.value();
+        } else if (arg == "--last-call") {
+            o.last_call = seconds(arg, args.value());
+        } else if (arg == "--heartbeat-interval") {
+            o.heartbeat_interval = seconds(arg, args.value());
+        } else if (arg == "--failure-timeout") {
+            o.failure_timeout = seconds(arg, args.value());
+        } else if (arg == "--straggler-threshold") {
+            o.straggler_threshold = number<double>(arg, args.value(), 0.0, 1.0);
+        } else if (arg == "--straggler-for") {
+            o.straggler_for = seconds(arg, args.value());
+        } else if (arg == "--hang-timeout") {
+            o.hang_timeout = seconds(arg, args.value());
+        } else if (arg == "--relaunch-delay") {
+            o.relaunch_delay = seconds(arg, args.value());
+        } else if (arg == "--grace") {
+            o.grace = seconds(arg, args.value());
+        } else if (arg == "--kill-worker") {
+            const std::string_view v = args.value();
+            const auto at = v.find('@');
+            if (at == std::string_view::npos) {
+                throw Error(Errc::invalid_argument, fmt::format("--kill-worker: '{}' is not LOCAL_RANK@SECONDS", v));
+            }
+            o.kill_rank = number<int>(arg, v.substr(0, at), 0, 1023);
+            o.kill_after = seconds(arg, v.substr(at + 1));
+        } else if (arg == "--progress") {
+            o.progress = seconds(arg, args.value());
+        } else if (arg == "--events") {
+            o.events_file = args.value();
+        } else if (arg == "-q" || arg == "--quiet") {
+            o.quiet = true;
+        } else {
+            throw Error(Errc::invalid_argument,
+                        fmt::format("unknown option '{}' (the program to run goes after '--'; see --help)", arg));
+        }
+    }
+    for (int i = split + 1; i < argc; ++i) o.program.emplace_back(argv[i]);
+    if (o.program.empty()) {
+        throw Error(Errc::invalid_argument, "no program to run: cohort-run [options] -- PROGRAM [ARGS...]");
+    }
+    if (o.standalone == !o.coordinator.empty()) {
+        throw Error(Errc::invalid_argument, "say where the coordinator is: --standalone or --coordinator HOST:PORT");
+    }
+    if ((o.port != 0 || !o.data_dir.empty()) && !o.standalone) {
+        throw Error(Errc::invalid_argument, "--port and --data-dir are for --standalone");
+    }
+    if (o.kill_rank && *o.kill_rank >= o.nproc_per_node) {
+        throw Error(Errc::invalid_argument, fmt::format("--kill-worker: local rank {} but only {} workers",
+                                                        *o.kill_rank, o.nproc_per_node));
+    }
+    if (o.heartbeat_interval <= 0 || o.failure_timeout <= 0) {
+        throw Error(Errc::invalid_argument, "--heartbeat-interval and --failure-timeout must be more than 0");
+    }
+    return o;
+}
+
+}  // namespace cohort_run

@@ -1,0 +1,40 @@
+// cohort-run's command line: how many workers, where the coordinator is,
+// the job's settings and the policy, and the program to run.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cohort_run {
+
+struct Options {
+    int nproc_per_node = 1;
+    int nnodes_min = 1, nnodes_max = 1;
+    int min_workers = 1;
+    bool standalone = false;
+    uint16_t port = 0;
+    std::string data_dir;
+    std::string coordinator;  // "HOST:PORT" or "http://HOST:PORT"
+    std::string job = "cohort";
+    std::string node_id;  // default: the host name
+    int max_restarts = 3;
+    std::string rules;  // empty: the shipped pack
+    double last_call = 3, heartbeat_interval = 1, failure_timeout = 5;
+    std::optional<double> straggler_threshold, straggler_for, hang_timeout;
+    double grace = 10;
+    double relaunch_delay = 1;
+    std::optional<int> kill_rank;  // --kill-worker LOCAL_RANK@SECONDS
+    double kill_after = 0;
+    double progress = 2;
+    std::string events_file;
+    bool quiet = false;
+    std::vector<std::string> program;
+};
+
+// Throws cohort::Error(invalid_argument) naming the flag. Returns nullopt
+// when --help or --version was printed.
+std::optional<Options> parse(int argc, char** argv);
+
+}  // namespace cohort_run
