@@ -185,8 +185,11 @@ TEST_F(MembershipTest, MetricsReachTheJobState) {
     std::string entry;
     EXPECT_TRUE(eventually([&] {
         entry = member_entry(admin_.job_state("metrics"), "solo");
-        return number_after(entry, "step") == 3;
+        return number_after(entry, "step") == 3 && entry.find("\"utilization\":93") != std::string::npos;
     })) << entry;
+    EXPECT_EQ(number_after(entry, "collective_seq"), 17);
+    EXPECT_THAT(entry, HasSubstr("\"in_collective\":true"));
+    EXPECT_EQ(number_after(entry, "data_wait"), 0.01);
     EXPECT_EQ(number_after(entry, "step_time"), 0.25);
     EXPECT_EQ(number_after(entry, "samples_per_sec"), 128);
     EXPECT_THAT(entry, HasSubstr("\"utilization\":93"));
