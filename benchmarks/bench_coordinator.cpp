@@ -444,10 +444,10 @@ void rows(const Options& o, const ScaleRun& r, const std::string& load_before, c
     const double target = o.failure_timeout + o.interval;
     if (r.phases_done < 3) return;
     if (r.first_seen_s >= 0)
-        std::printf("| last heartbeat of the silenced member -> the first survivor saw the new round | %.2f s | | |\n",
+        std::printf("| last heartbeat of the silenced member -> the first survivor saw the new round | %.3f s | | |\n",
                     r.first_seen_s);
     if (r.detection_s >= 0)
-        std::printf("| last heartbeat of the silenced member -> all %zu survivors saw the new round | %.2f s | <= %.1f s | %s |\n",
+        std::printf("| last heartbeat of the silenced member -> all %zu survivors saw the new round | %.3f s | <= %.1f s | %s |\n",
                     o.members - 1, r.detection_s, target, met(r.detection_s <= target));
     else
         std::printf("| survivors that saw the new round | %zu of %zu | all within %.1f s | **no** |\n",
