@@ -212,6 +212,9 @@ void Job::apply(const event::RoundClosed& e) {
     while (rounds_.size() > kRoundHistory) rounds_.pop_front();
     round_open_ = false;
     store_ = KeyValueStore{};
+    // The last evaluation judged the old world: a hang it found is not this
+    // world's (a launcher that restarted hung workers must not see it again).
+    health_ = health::JobHealth{};
     tally_all();
 }
 
