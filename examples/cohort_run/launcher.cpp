@@ -242,9 +242,14 @@ cohort::WorkerSpec Launcher::make_worker(const cohort::PlanStep& step) {
 
 cohort::ClusterView Launcher::cluster() const {
     cohort::ClusterView view;
+    int free = 0;
     for (const Slot& s : slots_) {
         if (s.running) view.nodes.push_back({s.worker, o_.node_id, {}});
+        free += s.running ? 0 : 1;
     }
+    // This launcher's node is the one host it can place workers on: a
+    // blacklisted node gets no relaunches until its cooldown ends.
+    view.hosts.push_back({o_.node_id, free});
     return view;
 }
 
