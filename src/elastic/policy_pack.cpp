@@ -3,6 +3,7 @@
 #include "elastic/policy_pack.hpp"
 
 #include "core/text.hpp"
+#include "rules/shipped_pack.hpp"
 
 #include <cohort/error.hpp>
 
@@ -10,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 namespace cohort::detail {
@@ -80,15 +80,6 @@ void check_action(const Rule& rule, const Action& action) {
     }
 }
 
-// The directory of the file this code was loaded from: libcohort.so, or
-// the program when linked statically.
-std::filesystem::path library_directory() {
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&library_directory), &info) == 0 || info.dli_fname == nullptr) return {};
-    std::error_code ec;
-    auto path = std::filesystem::canonical(info.dli_fname, ec);
-    return ec ? std::filesystem::path(info.dli_fname).parent_path() : path.parent_path();
-}
 
 }  // namespace
 
@@ -106,30 +97,9 @@ std::optional<int> scale_up_count(const Action& action) {
     return static_cast<int>(it->second.as_int());
 }
 
-// $COHORT_RULES_DIR, then <prefix>/share/cohort/rules next to the library,
-// then the source tree it was built from: the same search as the GPU pack.
 std::filesystem::path find_default_policy() {
-    std::vector<std::string> looked;
-    auto try_dir = [&](const std::filesystem::path& dir) -> std::optional<std::filesystem::path> {
-        const auto path = dir / kPackName;
-        std::error_code ec;
-        if (std::filesystem::is_regular_file(path, ec)) return path;
-        looked.push_back(path.string());
-        return std::nullopt;
-    };
-    if (const char* env = std::getenv("COHORT_RULES_DIR"); env != nullptr && *env != '\0') {
-        if (auto found = try_dir(env)) return *found;
-    } else {
-        looked.push_back("$COHORT_RULES_DIR (not set)");
-    }
-    if (auto dir = library_directory(); !dir.empty())
-        if (auto found = try_dir((dir / ".." / "share" / "cohort" / "rules").lexically_normal())) return *found;
-#ifdef COHORT_SOURCE_RULES_DIR
-    if (auto found = try_dir(COHORT_SOURCE_RULES_DIR)) return *found;
-#endif
-    throw Error(Errc::not_found, fmt::format("AutoScaler: the elastic policy {} was not found; looked in: {}. Pass "
-                                             "a rule file to the AutoScaler or set COHORT_RULES_DIR",
-                                             kPackName, fmt::join(looked, ", ")));
+    return find_shipped_pack(kPackName, "AutoScaler: the elastic policy",
+                             "Pass a rule file to the AutoScaler or set COHORT_RULES_DIR");
 }
 
 }  // namespace cohort::detail

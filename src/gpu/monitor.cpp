@@ -15,6 +15,7 @@
 //   that fired at this evaluation: `cooldown` spaces a rule's firings out,
 //   but its state holds as long as its condition does (and keep_firing_for).
 #include "gpu/history.hpp"
+#include "rules/shipped_pack.hpp"
 
 #include "core/text.hpp"
 
@@ -33,7 +34,6 @@
 #include <mutex>
 #include <thread>
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 namespace cohort {
@@ -139,40 +139,10 @@ void publish_sample(const GpuSample* sample, Context& context) {
     }
 }
 
-// The directory of the file this code was loaded from: libcohort.so, or
-// the program when linked statically.
-std::filesystem::path library_directory() {
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&library_directory), &info) == 0 || info.dli_fname == nullptr) return {};
-    std::error_code ec;
-    auto path = std::filesystem::canonical(info.dli_fname, ec);
-    return ec ? std::filesystem::path(info.dli_fname).parent_path() : path.parent_path();
-}
-
-// The shipped pack: $COHORT_RULES_DIR, then <prefix>/share/cohort/rules
-// next to the library, then the source tree it was built from.
+// The shipped pack: docs/rules.md, "Shipped rule packs".
 std::filesystem::path find_shipped_pack() {
-    std::vector<std::string> looked;
-    auto try_dir = [&](const std::filesystem::path& dir) -> std::optional<std::filesystem::path> {
-        const auto path = dir / kPackName;
-        std::error_code ec;
-        if (std::filesystem::is_regular_file(path, ec)) return path;
-        looked.push_back(path.string());
-        return std::nullopt;
-    };
-    if (const char* env = std::getenv("COHORT_RULES_DIR"); env != nullptr && *env != '\0') {
-        if (auto found = try_dir(env)) return *found;
-    } else {
-        looked.push_back("$COHORT_RULES_DIR (not set)");
-    }
-    if (auto dir = library_directory(); !dir.empty())
-        if (auto found = try_dir((dir / ".." / "share" / "cohort" / "rules").lexically_normal())) return *found;
-#ifdef COHORT_SOURCE_RULES_DIR
-    if (auto found = try_dir(COHORT_SOURCE_RULES_DIR)) return *found;
-#endif
-    throw Error(Errc::not_found, fmt::format("GpuMonitor: the GPU rule pack {} was not found; looked in: {}. Set "
-                                             "MonitorOptions::rules or COHORT_RULES_DIR",
-                                             kPackName, fmt::join(looked, ", ")));
+    return detail::find_shipped_pack(kPackName, "GpuMonitor: the GPU rule pack",
+                                     "Set MonitorOptions::rules or COHORT_RULES_DIR");
 }
 
 // A delay parameter: seconds as a number, or a duration ("30s", "1m").
