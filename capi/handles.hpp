@@ -109,4 +109,11 @@ inline void require(const void* pointer, const char* function, const char* what)
 // A copy of `text` in memory the caller frees with cohort_free.
 char* copy_out(const std::string& text);
 
+// copy_out into *out, and its length (without the NUL) into *length when
+// that is not NULL.
+inline void give_text(const std::string& text, char** out, size_t* length) {
+    *out = copy_out(text);
+    if (length != nullptr) *length = text.size();
+}
+
 }  // namespace cohort::capi

@@ -1,4 +1,5 @@
 // C ABI: this process as a member of an elastic job (cohort/membership.hpp).
+#include "coordinator_json.hpp"
 #include "handles.hpp"
 
 #include <cohort/membership.hpp>
@@ -18,46 +19,15 @@ struct cohort_membership {
 using cohort::Errc;
 using cohort::Error;
 using cohort::capi::copy_out;
+using cohort::capi::give_text;
+using cohort::capi::lease_json;
+using cohort::capi::world_json;
 using cohort::capi::guard;
 using cohort::capi::require;
 
 namespace {
 
 namespace json = boost::json;
-
-void give_text(const std::string& text, char** out, size_t* length) {
-    *out = copy_out(text);
-    if (length != nullptr) *length = text.size();
-}
-
-std::string world_json(const cohort::MemberWorld& w) {
-    json::object o;
-    o["active"] = w.active;
-    o["generation"] = w.generation;
-    if (w.active) {
-        o["rank"] = w.rank;
-        o["world_size"] = w.world_size;
-        o["local_rank"] = w.local_rank;
-        o["local_world_size"] = w.local_world_size;
-        o["node_rank"] = w.node_rank;
-    }
-    return json::serialize(o);
-}
-
-std::string lease_json(const cohort::ShardLease& l) {
-    json::object o;
-    o["granted"] = l.granted;
-    o["finished"] = l.finished;
-    if (l.granted) {
-        o["lease"] = l.lease;
-        o["shard_id"] = l.shard_id;
-        o["shard"] = l.shard;
-        o["epoch"] = l.epoch;
-        o["bytes"] = l.bytes;
-        o["expiry"] = l.expiry;
-    }
-    return json::serialize(o);
-}
 
 std::string done_json(const cohort::ShardDone& d) {
     json::object o;
@@ -121,7 +91,7 @@ int cohort_membership_next_world(cohort_membership* membership, int64_t timeout_
         require(membership, fn, "membership");
         require(world, fn, "world_json");
         if (timeout_ms < 0) throw Error(Errc::invalid_argument, std::string(fn) + ": timeout_ms must not be negative");
-        give_text(world_json(membership->impl.next_world(std::chrono::milliseconds(timeout_ms))), world, length);
+        give_text(world_json(membership->impl.next_world(std::chrono::milliseconds(timeout_ms)), false), world, length);
     });
 }
 

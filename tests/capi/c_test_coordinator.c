@@ -160,6 +160,11 @@ static void test_coordinator(void) {
               COHORT_ERR_INVALID_ARGUMENT, "step");
     CHECK_ERR(cohort_coord_client_heartbeat_json(client, "cjob", "a", generation, "{\"speed\": 1}", &text, NULL),
               COHORT_ERR_INVALID_ARGUMENT, "speed: unknown field");
+    CHECK_ERR(cohort_coord_client_heartbeat_json(client, "cjob", "a", generation, "{\"samples\": [{\"age\": 1}]}",
+                                                 &text, NULL),
+              COHORT_ERR_INVALID_ARGUMENT, "samples[0].step is missing");
+    CHECK_ERR(cohort_coord_client_heartbeat_json(client, "cjob", "a", generation, "{\"samples\": [3]}", &text, NULL),
+              COHORT_ERR_INVALID_ARGUMENT, "samples[0] must be an object");
     CHECK(text == NULL);
 
     /* Shards. */
