@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include <boost/json/array.hpp>
@@ -56,7 +59,36 @@ Launcher::Launcher(Options options) : o_(std::move(options)), log_(o_.events_fil
     }
 }
 
-Launcher::~Launcher() = default;
+Launcher::~Launcher() {
+    if (own_checkpoint_dir_) {
+        std::error_code ignored;
+        std::filesystem::remove_all(checkpoint_dir_, ignored);
+    }
+}
+
+// Workers that keep their state on disk (cohort-train) go on from it when
+// a plan restarts them; this run's directory, so no other job's files.
+void Launcher::make_checkpoint_dir() {
+    if (!o_.checkpoint_dir.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(o_.checkpoint_dir, ec);
+        if (ec) {
+            throw Error(Errc::io, fmt::format("--checkpoint-dir: cannot create '{}': {}", o_.checkpoint_dir,
+                                              ec.message()));
+        }
+        checkpoint_dir_ = o_.checkpoint_dir;
+        return;
+    }
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = fmt::format("{}/cohort-run-XXXXXX", tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
+    if (::mkdtemp(pattern.data()) == nullptr) {
+        throw Error(Errc::io, fmt::format("cannot create a checkpoint directory '{}': {} (set TMPDIR, or give "
+                                          "--checkpoint-dir)",
+                                          pattern, std::strerror(errno)));
+    }
+    checkpoint_dir_ = pattern;
+    own_checkpoint_dir_ = true;
+}
 
 void Launcher::connect() {
     if (o_.standalone) {
@@ -123,6 +155,7 @@ cohort::WorkerSpec Launcher::spec_for(Slot& slot, bool joined) {
     env["COHORT_NODE_ID"] = o_.node_id;
     env["COHORT_HOST"] = o_.node_id;
     env["COHORT_RESTART_COUNT"] = std::to_string(slot.restarts);
+    if (!checkpoint_dir_.empty()) env["COHORT_CHECKPOINT_DIR"] = checkpoint_dir_;
     env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(slot.restarts);
     env["LOCAL_RANK"] = std::to_string(slot.local_rank);
     env["LOCAL_WORLD_SIZE"] = std::to_string(o_.nproc_per_node);
@@ -585,6 +618,7 @@ int Launcher::run() {
     try {
         connect();
         create_job();
+        make_checkpoint_dir();
         cohort::ScalingOptions so;
         so.min_nodes = o_.min_workers;
         so.max_nodes = std::max(o_.min_workers, o_.nnodes_max * o_.nproc_per_node);

@@ -48,6 +48,7 @@ private:
     };
 
     void connect();
+    void make_checkpoint_dir();
     void create_job();
     void start_first_workers();
     cohort::WorkerSpec spec_for(Slot& slot, bool joined);
@@ -75,6 +76,8 @@ private:
     std::unique_ptr<cohort::AutoScaler> scaler_;
     std::unique_ptr<cohort::LocalScheduler> scheduler_;
     std::string url_, host_, port_;
+    std::string checkpoint_dir_;
+    bool own_checkpoint_dir_ = false;  // made here: removed at exit
     std::vector<Slot> slots_;
     std::optional<JobView> last_job_;
     uint64_t generation_ = 0;

@@ -45,6 +45,9 @@ options:
       --straggler-threshold X health setting (default 0.7)
       --straggler-for S       health setting (default 30)
       --hang-timeout S        health setting (default 300)
+      --checkpoint-dir DIR    where workers keep their checkpoints, given to them
+                              as $COHORT_CHECKPOINT_DIR (default: a new
+                              directory in $TMPDIR, removed at exit)
       --grace S               SIGTERM to SIGKILL when stopping workers (default 10)
       --relaunch-delay S      wait this long before relaunching a failed worker,
                               so one that fails as it starts cannot spin (default 1)
@@ -131,6 +134,9 @@ std::optional<Options> parse(int argc, char** argv) {
             o.hang_timeout = seconds(arg, args.value());
         } else if (arg == "--relaunch-delay") {
             o.relaunch_delay = seconds(arg, args.value());
+        } else if (arg == "--checkpoint-dir") {
+            o.checkpoint_dir = args.value();
+            if (o.checkpoint_dir.empty()) throw Error(Errc::invalid_argument, "--checkpoint-dir: needs a directory");
         } else if (arg == "--grace") {
             o.grace = seconds(arg, args.value());
         } else if (arg == "--kill-worker") {

@@ -23,6 +23,7 @@ struct Options {
     std::string rules;  // empty: the shipped pack
     double last_call = 3, heartbeat_interval = 1, failure_timeout = 5;
     std::optional<double> straggler_threshold, straggler_for, hang_timeout;
+    std::string checkpoint_dir;  // empty: a temporary one
     double grace = 10;
     double relaunch_delay = 1;
     std::optional<int> kill_rank;  // --kill-worker LOCAL_RANK@SECONDS

@@ -1,6 +1,7 @@
 // The elastic loop (elastic_loop.hpp): worlds, steps, state sync, leases.
 #include "elastic_loop.hpp"
 
+#include "checkpoint.hpp"
 #include "report.hpp"
 #include "train_state.hpp"
 
@@ -14,12 +15,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
 #include <fmt/format.h>
 
 namespace cohort_train {
@@ -108,6 +112,7 @@ public:
 
     int run() {
         prepare_job();
+        open_checkpoint();
         for (;;) {
             if (!comm_ && !enter_world()) continue;
             if (state_.finished()) {
@@ -172,6 +177,47 @@ private:
                                                          m_.job(), m_.client().url(), e.what()));
             }
             throw;
+        }
+    }
+
+    // Reads this worker's checkpoint, if it has one for this job instance.
+    void open_checkpoint() {
+        const std::filesystem::path file = checkpoint_file(o_.checkpoint, m_.member());
+        if (file.empty()) return;
+        CheckpointOwner owner{m_.job(), job_created_at(), fingerprint(o_.model)};
+        checkpoint_.emplace(file, std::move(owner));
+        std::string note;
+        if (auto values = checkpoint_->load(state_.serialized_size(), note)) {
+            state_.deserialize(*values);
+            say("resumed from checkpoint {}: epoch {}, step {}, {}/{} shards in", file.string(), state_.epoch() + 1,
+                state_.applied_steps(), state_.included_count(), o_.model.data.shards);
+        } else if (!note.empty()) {
+            say("{}", note);
+        }
+    }
+
+    // The job's creation time: with the name, what tells this job from an
+    // earlier one of the same name whose checkpoints are still on disk.
+    double job_created_at() {
+        const std::string text = m_.client().job_state(m_.job());
+        boost::system::error_code ec;
+        const boost::json::value v = boost::json::parse(text, ec);
+        const boost::json::value* at = ec || !v.is_object() ? nullptr : v.as_object().if_contains("created_at");
+        if (at == nullptr || !at->is_number()) {
+            throw Error(Errc::parse, fmt::format("job '{}' on {}: the job's state has no created_at number",
+                                                 m_.job(), m_.client().url()));
+        }
+        return at->to_number<double>();
+    }
+
+    void save_checkpoint() {
+        if (!checkpoint_) return;
+        try {
+            checkpoint_->save(state_.serialize());
+            checkpoint_failing_ = false;
+        } catch (const Error& e) {
+            if (!checkpoint_failing_) say("{} (training goes on; a restart would begin again)", e.what());
+            checkpoint_failing_ = true;
         }
     }
 
@@ -291,6 +337,7 @@ private:
         if (!collective([&] { comm_->broadcast(data.data(), data.size() * sizeof(double), root); }, error))
             throw Error(Errc::peer_failed, fmt::format("state sync failed: {}", error));
         state_.deserialize(data);
+        save_checkpoint();
         say("state from rank {}: epoch {}, step {}, {}/{} shards in", root, state_.epoch() + 1, state_.applied_steps(),
             state_.included_count(), o_.model.data.shards);
     }
@@ -436,6 +483,9 @@ private:
             }
         }
         everyone_idle_ = sums[d + 2] == 0;
+        // Before the next collective, after which the shards of this step
+        // are reported done (checkpoint.hpp says why).
+        save_checkpoint();
 
         cohort::StepMetrics metrics;
         metrics.step = state_.applied_steps();
@@ -496,6 +546,8 @@ private:
     std::optional<uint32_t> local_rank_;
     bool announced_slow_ = false;
     bool warned_no_plan_ = false;
+    std::optional<Checkpoint> checkpoint_;
+    bool checkpoint_failing_ = false;
 };
 
 }  // namespace

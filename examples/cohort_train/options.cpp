@@ -21,7 +21,7 @@ whenever the world changes, sync the training state, so every shard counts
 exactly once per epoch whoever computed it and however many workers die.
 Run under cohort-run, or by hand with COHORT_COORDINATOR (http://HOST:PORT),
 COHORT_JOB and COHORT_MEMBER set (also read: COHORT_GENERATION, LOCAL_RANK,
-COHORT_RESTART_COUNT).
+COHORT_RESTART_COUNT, COHORT_CHECKPOINT_DIR).
 
 model and data (every worker must give the same values):
       --epochs N            epochs (default 3)
@@ -40,6 +40,11 @@ modes and results:
                             reference (default on): exit 3 when they differ
                             by more than 1e-9
       --weights-out FILE    write the final weights as JSON (rank 0)
+      --checkpoint FILE     keep the training state in FILE after every step
+                            and go on from it when restarted (default:
+                            $COHORT_CHECKPOINT_DIR/cohort-train-LOCAL_RANK.ckpt
+                            when cohort-run sets the directory; a file of
+                            another job or other flags is ignored)
 
 coordination:
       --register, --no-register
@@ -147,6 +152,9 @@ std::optional<Options> parse_options(int argc, char** argv) {
         } else if (arg == "--weights-out") {
             o.weights_out = args.value();
             if (o.weights_out.empty()) usage("--weights-out: needs a file name");
+        } else if (arg == "--checkpoint") {
+            o.checkpoint = args.value();
+            if (o.checkpoint.empty()) usage("--checkpoint: needs a file name");
         } else if (arg == "--register") {
             o.register_plan = true;
         } else if (arg == "--no-register") {

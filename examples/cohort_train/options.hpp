@@ -30,6 +30,7 @@ struct Options {
     bool reference = false;                    // single process, no coordinator
     bool check = true;                         // rank 0 compares with the reference at the end
     std::string weights_out;                   // final weights as JSON
+    std::string checkpoint;                    // empty: $COHORT_CHECKPOINT_DIR's, if set
     bool register_plan = true;
     uint32_t min_nodes = 0;  // --nodes: create the job when missing; 0: it must exist
     uint32_t max_nodes = 0;

@@ -134,9 +134,12 @@ void Job::apply(const event::MemberJoined& e) {
     Member& m = it->second;
     if (!is_live(m.state)) {
         // A process that failed or left and comes back starts its steps
-        // over: its old window would make it look hung.
+        // over: its old window would make it look hung, and its old step
+        // would read as progress of the new process.
         windows_.erase(e.node.id);
         tracker_.forget(e.node.id);
+        m.metrics.reset();
+        m.metrics_at = 0;
     }
     m.node = e.node;
     m.state = MemberState::waiting;
