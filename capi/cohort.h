@@ -832,6 +832,14 @@ COHORT_API int cohort_comm_size(const cohort_comm* comm, int32_t* size);
 COHORT_API int cohort_comm_is_broken(const cohort_comm* comm, int32_t* broken);
 /* Why it broke ("" while healthy); free with cohort_free. Never waits. */
 COHORT_API int cohort_comm_broken_reason(const cohort_comm* comm, char** reason);
+/* Breaks the communicator from any thread (the one exception to contract
+ * 7 besides the queries): the operation under way, or else the next one,
+ * fails with COHORT_ERR_CLOSED and "aborted: REASON", and the peers are
+ * told, so theirs fail at once too, naming this rank. For a watchdog that
+ * knows the world is over while a peer that stopped keeps an operation
+ * waiting. A no-op once broken or closed. Must not overlap
+ * cohort_comm_destroy. `reason` may be NULL. */
+COHORT_API int cohort_comm_abort(cohort_comm* comm, const char* reason);
 /* The host label rank `rank` registered; borrowed from the communicator
  * (valid until it is destroyed). OUT_OF_RANGE for a rank >= size. */
 COHORT_API int cohort_comm_host(const cohort_comm* comm, int32_t rank, const char** host);

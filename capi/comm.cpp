@@ -362,6 +362,13 @@ int cohort_comm_close(cohort_comm* comm) {
     });
 }
 
+int cohort_comm_abort(cohort_comm* comm, const char* reason) {
+    return guard(__func__, [&](const char* fn) {
+        require_comm(comm, fn);
+        comm->impl.abort(reason != nullptr ? reason : "cohort_comm_abort was called");
+    });
+}
+
 int cohort_comm_rank(const cohort_comm* comm, int32_t* rank) {
     return guard(__func__, [&](const char* fn) {
         require_comm(comm, fn);

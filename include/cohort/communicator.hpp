@@ -141,6 +141,29 @@ public:
     // releases the sockets. Pending asynchronous operations fail.
     void close();
 
+    // Breaks the communicator from any thread: the operation under way, or
+    // else the next one, fails with Error(closed) saying "aborted: REASON",
+    // and the peers are told, so their operations fail at once too, naming
+    // this rank. For a watchdog, or a membership that learns the world is
+    // over while the program waits in a collective for a peer that stopped.
+    // Does nothing once the communicator is broken or closed.
+    void abort(std::string reason);
+
+    // abort() through a handle another thread can keep: copyable, and
+    // harmless after the communicator is destroyed (it then does nothing).
+    class COHORT_API AbortHandle {
+    public:
+        AbortHandle() = default;
+        void abort(std::string reason) const;
+        explicit operator bool() const { return signal_ != nullptr; }
+
+    private:
+        friend class Communicator;
+        struct Signal;
+        std::shared_ptr<Signal> signal_;
+    };
+    AbortHandle abort_handle() const;
+
     struct Impl;
 
 private:

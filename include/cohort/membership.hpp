@@ -34,6 +34,15 @@ struct MembershipOptions {
     // Used for every communicator (rank, size, store, job_id and generation
     // are filled in per world).
     CommOptions comm;
+    // When a new round opens while the program still waits in a collective
+    // of the old world, abort the communicator() of that world (its
+    // operation fails with Error(closed), "aborted: ...") so the program
+    // goes to the next world at once instead of at the collective's
+    // timeout: a peer that stopped (SIGSTOP, a hung driver) never answers.
+    // Aborted when the program has been in one collective (set_collective)
+    // for a heartbeat interval, or, for a program that does not report its
+    // collectives, one heartbeat interval after the round was seen.
+    bool abort_stale_collectives = true;
 };
 
 // One training step, as the program measured it. Seconds; a negative value

@@ -266,6 +266,7 @@ PROTOTYPES = {
     "cohort_comm_rank": (_STATUS, [comm_p, _P(c_int32)]),
     "cohort_comm_size": (_STATUS, [comm_p, _P(c_int32)]),
     "cohort_comm_is_broken": (_STATUS, [comm_p, _P(c_int32)]),
+    "cohort_comm_abort": (_STATUS, [comm_p, c_char_p]),
     "cohort_comm_broken_reason": (_STATUS, [comm_p, _owned_out]),
     "cohort_comm_host": (_STATUS, [comm_p, c_int32, _cstr_out]),
     "cohort_comm_choose": (_STATUS, [comm_p, c_uint64, _P(c_int32)]),

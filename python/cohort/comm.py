@@ -426,6 +426,12 @@ class Communicator:
         self._lib.cohort_comm_is_broken(self._h(), byref(out))
         return bool(out.value)
 
+    def abort(self, reason="abort() was called"):
+        """Breaks the communicator from any thread: the operation under way
+        (or else the next) raises cohort.Closed with "aborted: REASON", and
+        the peers are told. For a watchdog thread; a no-op once broken."""
+        self._lib.cohort_comm_abort(self._h(), reason.encode("utf-8"))
+
     @property
     def broken_reason(self):
         """Why it broke ("" while healthy)."""

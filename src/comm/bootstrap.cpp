@@ -67,6 +67,7 @@ Communicator::Impl::Impl(const CommOptions& given) : options(given) {
     if (size == 1) {
         engine = std::make_unique<comm::Engine>(0, 1, std::vector<std::unique_ptr<comm::Peer>>(1), options.max_frame,
                                                 std::move(io));
+        abort_signal->engine = engine.get();
         return;
     }
 
@@ -155,6 +156,8 @@ Communicator::Impl::Impl(const CommOptions& given) : options(given) {
     mesh.deadline = deadline;
     auto peers = comm::connect_mesh(*io, acceptor, endpoints, mesh);
     engine = std::make_unique<comm::Engine>(rank, size, std::move(peers), options.max_frame, std::move(io));
+    std::lock_guard lock(abort_signal->mutex);
+    abort_signal->engine = engine.get();
 }
 
 }  // namespace cohort

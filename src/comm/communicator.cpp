@@ -277,4 +277,18 @@ Work Communicator::reduce_scatter_async(const void* in, void* out, std::size_t c
 
 void Communicator::close() { impl_->close(); }
 
+void Communicator::abort(std::string reason) { abort_handle().abort(std::move(reason)); }
+
+Communicator::AbortHandle Communicator::abort_handle() const {
+    AbortHandle handle;
+    handle.signal_ = impl_->abort_signal;
+    return handle;
+}
+
+void Communicator::AbortHandle::abort(std::string reason) const {
+    if (!signal_) return;
+    std::lock_guard lock(signal_->mutex);
+    if (signal_->engine != nullptr) signal_->engine->abort(std::move(reason));
+}
+
 }  // namespace cohort

@@ -17,6 +17,14 @@
 
 namespace cohort {
 
+// What an AbortHandle reaches the engine through: the Impl detaches it
+// before the engine goes, so a handle that outlives the communicator finds
+// no engine.
+struct Communicator::AbortHandle::Signal {
+    std::mutex mutex;
+    comm::Engine* engine = nullptr;  // guarded by mutex
+};
+
 struct Communicator::Impl {
     explicit Impl(const CommOptions& options);
     ~Impl();
@@ -40,6 +48,7 @@ struct Communicator::Impl {
     bool multi_rank_host = false;  // some host runs more than one rank
     std::size_t host_count = 1;
     std::unique_ptr<comm::Engine> engine;
+    std::shared_ptr<AbortHandle::Signal> abort_signal = std::make_shared<AbortHandle::Signal>();
     uint64_t seq = 0;
     std::mutex run_mutex;  // one operation at a time on the engine
 

@@ -3,6 +3,7 @@
 
 #include "core/text.hpp"
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
@@ -53,6 +54,32 @@ void Engine::begin(const OpSignature& op, Clock::time_point deadline, std::chron
     deadline_ = deadline;
     timeout_ = timeout;
     in_op_ = true;
+    if (abort_requested_) {
+        take_abort();
+        break_and_throw();
+    }
+}
+
+void Engine::abort(std::string reason) {
+    {
+        std::lock_guard lock(reason_mutex_);
+        if (abort_requested_ || broken_) return;
+        abort_reason_ = std::move(reason);
+    }
+    abort_requested_ = true;
+    // Wakes an operation sleeping in run_one_until; the handler itself has
+    // nothing to do, the loop checks the flag.
+    asio::post(*io_, [] {});
+}
+
+void Engine::take_abort() {
+    std::string reason;
+    {
+        std::lock_guard lock(reason_mutex_);
+        reason = abort_reason_;
+    }
+    fail(Errc::closed, fmt::format("{} on rank {}: aborted: {}", in_op_ ? describe(op_) : "the communicator", rank_,
+                                   reason));
 }
 
 void Engine::run(std::initializer_list<Transfer> transfers) {
@@ -90,6 +117,10 @@ void Engine::run(std::span<Transfer> transfers) {
     const auto spin_until = Clock::now() + spin_;
     unsigned polls = 0;
     while (outstanding_ > 0 && !failed_) {
+        if (abort_requested_) {
+            take_abort();
+            break;
+        }
         if (io_->poll_one() > 0) continue;
         if (io_->stopped()) io_->restart();
         if (Clock::now() < spin_until) {

@@ -86,6 +86,10 @@ public:
     void close(std::chrono::milliseconds grace);
     // Marks the engine broken with this error and tells the peers.
     [[noreturn]] void fail_now(Errc code, std::string message);
+    // From any thread: the operation under way, or else the next one, fails
+    // with Error(closed) carrying `reason`, and the peers are told. The
+    // caller keeps the engine alive for the duration of the call.
+    void abort(std::string reason);
 
 private:
     void start_send(Peer& peer);
@@ -101,6 +105,7 @@ private:
     void peer_gone(Peer& peer, bool died, const std::string& reason);
     void fail(Errc code, std::string message);
     void finish_transfer();
+    void take_abort();  // turns a requested abort into this operation's failure
     std::string waiting_on() const;
     [[noreturn]] void break_and_throw();
 
@@ -122,6 +127,9 @@ private:
     std::string fail_message_;
 
     void mark_broken(Errc code, std::string reason);
+
+    std::atomic<bool> abort_requested_{false};
+    std::string abort_reason_;  // guarded by reason_mutex_
 
     std::atomic<bool> broken_{false};
     std::atomic<Errc> broken_code_{Errc::ok};

@@ -74,6 +74,10 @@ void Communicator::Impl::close() {
 
 Communicator::Impl::~Impl() {
     try {
+        {
+            std::lock_guard lock(abort_signal->mutex);
+            abort_signal->engine = nullptr;
+        }
         close();
     } catch (...) {  // a destructor must not throw; close() only fails on a broken mutex
     }

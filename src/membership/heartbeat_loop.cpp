@@ -6,6 +6,8 @@
 #include "membership/membership_impl.hpp"
 
 #include <exception>
+
+#include <fmt/format.h>
 #include <optional>
 
 namespace cohort {
@@ -85,7 +87,8 @@ bool Membership::Impl::beat(std::unique_lock<std::mutex>& lock) {
     if (reply) {
         metrics.delivered();
         last_heartbeat_error.clear();
-        if (current && phase == Phase::active && world_replaced(*reply, world)) round_pending = true;
+        if (current && phase == Phase::active && world_replaced(*reply, world)) mark_round_pending();
+        abort_stale_collective();
         return false;
     }
     last_heartbeat_error = error;
@@ -104,8 +107,29 @@ bool Membership::Impl::beat(std::unique_lock<std::mutex>& lock) {
     // While waiting, a 409 only means the round closed a moment ago (the
     // member is active now and must send its new generation): next_world()
     // reads the world and deals with a member that is really gone.
-    if (current && phase == Phase::active && member_gone(code)) round_pending = true;
+    if (current && phase == Phase::active && member_gone(code)) mark_round_pending();
+    abort_stale_collective();
     return false;
+}
+
+void Membership::Impl::mark_round_pending() {
+    if (round_pending) return;
+    round_pending = true;
+    round_pending_at = Clock::now();
+}
+
+void Membership::Impl::abort_stale_collective() {
+    if (!options.abort_stale_collectives || !round_pending || !comm_abort || phase != Phase::active ||
+        comm_generation != world.generation)
+        return;
+    const auto now = Clock::now();
+    const bool stuck = metrics.reports_collectives() ? metrics.in_collective() && now - collective_since >= interval
+                                                     : now - round_pending_at >= interval;
+    if (!stuck) return;
+    comm_abort.abort(fmt::format("world {} of job '{}' is over: the coordinator opened a new round while this rank "
+                                 "waited in a collective (a peer stopped or died)",
+                                 world.generation, options.job));
+    comm_abort = {};  // once
 }
 
 }  // namespace cohort

@@ -195,7 +195,7 @@ MemberWorld Membership::world() const {
 }
 
 Communicator Membership::communicator() const {
-    const Impl& m = checked_impl(impl_);
+    Impl& m = checked_impl(impl_);
     const MemberWorld w = world();
     if (!w.active) {
         throw Error(Errc::invalid_argument,
@@ -213,7 +213,15 @@ Communicator Membership::communicator() const {
     // Ranks on one host, as the coordinator counts them (local ranks), are
     // the ranks the hierarchical all-reduce groups.
     if (o.host_label.empty()) o.host_label = m.options.node.host;
-    return Communicator(o);
+    Communicator comm(o);
+    {
+        std::lock_guard lock(m.mutex);
+        if (m.world.generation == w.generation) {
+            m.comm_abort = comm.abort_handle();
+            m.comm_generation = w.generation;
+        }
+    }
+    return comm;
 }
 
 bool Membership::round_pending() const {
@@ -239,7 +247,7 @@ bool Membership::request_round() {
         if (!open) throw;
     }
     std::lock_guard lock(m.mutex);
-    if (open && m.epoch == asked_in) m.round_pending = true;
+    if (open && m.epoch == asked_in) m.mark_round_pending();
     return m.round_pending;
 }
 
@@ -267,6 +275,9 @@ void Membership::record_step(const StepMetrics& step) {
 void Membership::set_collective(uint64_t sequence, bool inside) {
     Impl& m = checked_impl(impl_);
     std::lock_guard lock(m.mutex);
+    if (inside && (!m.metrics.in_collective() || !m.metrics.reports_collectives() || sequence != m.last_sequence))
+        m.collective_since = membership::Clock::now();
+    m.last_sequence = sequence;
     m.metrics.set_collective(sequence, inside);
 }
 

@@ -5,6 +5,7 @@
 
 #include "membership/metrics_batch.hpp"
 
+#include <cohort/communicator.hpp>
 #include <cohort/coordinator_client.hpp>
 #include <cohort/error.hpp>
 #include <cohort/membership.hpp>
@@ -50,6 +51,11 @@ struct Membership::Impl {
     void heartbeat_loop();
     // One heartbeat; true when it should be sent again at once.
     bool beat(std::unique_lock<std::mutex>& lock);
+    // Sets round_pending; mutex held.
+    void mark_round_pending();
+    // Aborts the old world's communicator when the program is stuck in it
+    // (MembershipOptions::abort_stale_collectives); mutex held.
+    void abort_stale_collective();
 
     MembershipOptions options;
     // Joins, worlds, shards and the store: retried through outages.
@@ -65,6 +71,12 @@ struct Membership::Impl {
     uint64_t epoch = 0;  // counts phase changes: an answer for an older phase is stale
     MemberWorld world;
     bool round_pending = false;
+    membership::Clock::time_point round_pending_at;  // when round_pending was first seen
+    // The communicator built for world.generation, for abort_stale_collective().
+    Communicator::AbortHandle comm_abort;
+    uint64_t comm_generation = 0;
+    membership::Clock::time_point collective_since;  // the program entered its current collective
+    uint64_t last_sequence = 0;
     bool left = false;
     bool stopping = false;
     bool first_step_pending = false;  // no step recorded in this world yet

@@ -38,6 +38,10 @@ public:
     // The heartbeat failed: what it carried goes out again with the next one.
     void returned();
 
+    // Whether the program reports its collectives at all, and is in one now.
+    bool reports_collectives() const { return collective_seq_.has_value(); }
+    bool in_collective() const { return in_collective_; }
+
     // Steps dropped because the batch was full.
     uint64_t dropped() const { return dropped_; }
 

@@ -275,6 +275,84 @@ TEST(SilentRank, TheTimeoutReachesEveryCaller) {
     problems.expect_none(0);
 }
 
+// ------------------------------------------------------------- abort()
+
+// Another thread aborts a rank that waits for a silent peer: its call fails
+// at once with the reason (not at its 30 s timeout), and the silent rank's
+// calls fail naming the aborted rank instead of waiting for it.
+TEST(Abort, FromAnotherThreadEndsTheWaitAndReachesThePeers) {
+    std::latch aborted(1);
+    Problems problems;
+    const auto outcomes = spawn_comms(2, [&](Communicator& comm) {
+        int32_t v = 1;
+        const CallOptions slow{Algorithm::automatic, 30s};
+        if (comm.rank() == 1) {
+            aborted.wait();
+            const auto start = Clock::now();
+            // Rank 0 sent its data before it was aborted, so this call may
+            // still complete; the next cannot.
+            std::string m;
+            for (int call = 0; call < 2 && m.empty(); ++call) {
+                try {
+                    comm.allreduce(&v, 1, DataType::int32, ReduceOp::sum, slow);
+                } catch (const Error& e) {
+                    m = e.what();
+                    if (e.code() != Errc::closed) problems.add(1, std::string("code ") + errc_name(e.code()) + ": " + m);
+                }
+            }
+            if (!contains(m, "rank 0") || !contains(m, "the world is over"))
+                problems.add(1, "the peer's error does not name rank 0 and its reason: " + m);
+            if (since(start) > 5s) problems.add(1, "the peer waited " + std::to_string(since(start).count()) + " ms");
+            return;
+        }
+        const Communicator::AbortHandle handle = comm.abort_handle();
+        std::thread watchdog([handle] {
+            std::this_thread::sleep_for(200ms);
+            handle.abort("the world is over");
+        });
+        const auto start = Clock::now();
+        const std::string m = error_message(Errc::closed, [&] {
+            comm.allreduce(&v, 1, DataType::int32, ReduceOp::sum, slow);
+        });
+        watchdog.join();
+        const auto took = since(start);
+        aborted.count_down();
+        if (!contains(m, "allreduce #1") || !contains(m, "aborted: the world is over"))
+            problems.add(0, "the message does not name the call and the reason: " + m);
+        if (took < 150ms || took > 5s) problems.add(0, "aborted after " + std::to_string(took.count()) + " ms");
+        if (!comm.broken()) problems.add(0, "not broken after abort()");
+        comm.abort("again");  // once broken, nothing more happens
+    });
+    expect_ok(outcomes);
+    problems.expect_none(0);
+}
+
+// Aborted between operations: the next one fails at once; a handle that
+// outlives its communicator does nothing.
+TEST(Abort, BeforeTheNextOperationAndAfterTheCommunicatorIsGone) {
+    Communicator::AbortHandle kept;
+    Problems problems;
+    const auto outcomes = spawn_comms(2, [&](Communicator& comm) {
+        int32_t v = 1;
+        comm.allreduce(&v, 1, DataType::int32, ReduceOp::sum);
+        if (comm.rank() == 0) {
+            kept = comm.abort_handle();
+            comm.abort("stop here");
+            const std::string m = error_message(Errc::closed, [&] { comm.barrier(); });
+            if (!contains(m, "barrier") || !contains(m, "aborted: stop here")) problems.add(0, "barrier: " + m);
+            return;
+        }
+        const std::string m = error_message(Errc::closed, [&] { comm.barrier({Algorithm::automatic, 30s}); });
+        if (!contains(m, "rank 0")) problems.add(1, "the peer's error does not name rank 0: " + m);
+    });
+    expect_ok(outcomes);
+    problems.expect_none(0);
+    EXPECT_TRUE(static_cast<bool>(kept));
+    kept.abort("too late");  // the communicator is gone: a no-op, not a crash
+    EXPECT_FALSE(static_cast<bool>(Communicator::AbortHandle{}));
+    Communicator::AbortHandle{}.abort("nothing to abort");
+}
+
 // ----------------------------------------------------------- closing ranks
 
 class ClosingRank : public ::testing::TestWithParam<Algorithm> {};

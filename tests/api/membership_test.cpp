@@ -240,6 +240,59 @@ TEST_F(MembershipTest, ALaunchersJoinIsTakenOver) {
     EXPECT_EQ(admin_.world("launched", "worker-0", false).generation, joined.generation);
 }
 
+// Two members with communicators; b then stops as under SIGSTOP: no more
+// heartbeats, its sockets open and silent. a waits in an all-reduce.
+// Returns how a's all-reduce ended (the message; "" when it succeeded) and
+// how long it took.
+std::pair<std::string, std::chrono::milliseconds> wait_for_a_stopped_peer(Coordinator& server, const std::string& job,
+                                                                          bool abort_stale,
+                                                                          std::chrono::milliseconds timeout) {
+    std::vector<Membership> members;
+    for (const char* id : {"a", "b"}) {
+        MembershipOptions o = member_options(server.url(), job, id);
+        o.abort_stale_collectives = abort_stale;
+        members.emplace_back(o);
+    }
+    const std::vector<MemberWorld> worlds = next_worlds(members);
+    std::vector<std::optional<Communicator>> comms(2);
+    expect_ok(spawn(2, [&](int i, int) {
+        comms[static_cast<std::size_t>(i)].emplace(members[static_cast<std::size_t>(i)].communicator());
+    }));
+    members.pop_back();  // b's heartbeats stop; it does not leave
+
+    members[0].set_collective(1, true);
+    const auto start = Clock::now();
+    std::string message;
+    try {
+        int32_t v = 1;
+        comms[0]->allreduce(&v, 1, DataType::int32, ReduceOp::sum, {Algorithm::automatic, timeout});
+    } catch (const Error& e) {
+        message = std::string(errc_name(e.code())) + ": " + e.what();
+    }
+    return {message, since(start)};
+}
+
+// The coordinator declares b failed after failure_timeout (1 s) and opens
+// a round; a's Membership hears of it and, a being in one collective for
+// longer than a heartbeat interval, aborts that world's communicator: the
+// all-reduce ends then, not at its 30 s timeout.
+TEST_F(MembershipTest, AStoppedPeerEndsTheWaitWhenTheNewRoundOpens) {
+    admin_.create_job("stopped", job_of(2));
+    const auto [message, took] = wait_for_a_stopped_peer(server_, "stopped", true, 30s);
+    EXPECT_THAT(message, HasSubstr("closed"));
+    EXPECT_THAT(message, HasSubstr("aborted: world 1 of job 'stopped' is over: the coordinator opened a new round"));
+    EXPECT_GE(took, 900ms);  // not before b was declared failed
+    EXPECT_LT(took, 5s);
+}
+
+// Without abort_stale_collectives the all-reduce waits out its timeout.
+TEST_F(MembershipTest, AStoppedPeerIsWaitedForWithoutAbortStaleCollectives) {
+    admin_.create_job("patient", job_of(2));
+    const auto [message, took] = wait_for_a_stopped_peer(server_, "patient", false, 2500ms);
+    EXPECT_THAT(message, HasSubstr("timed out"));
+    EXPECT_GE(took, 2400ms);
+}
+
 TEST_F(MembershipTest, NextWorldTimesOutWhileTheRoundCannotClose) {
     admin_.create_job("short", job_of(2));
     Membership m(member_options(server_.url(), "short", "alone"));

@@ -343,6 +343,17 @@ static void test_single_rank(void) {
     cohort_comm_options_destroy(o); /* the communicator copied them */
     if (c == NULL) return;
     CHECK_OK(cohort_comm_create(0, 1, NULL, &plain)); /* defaults: no store needed */
+    if (plain != NULL) {
+        /* Aborted (as a watchdog thread would): the next operation fails
+         * with the reason; a second abort changes nothing. */
+        CHECK_OK(cohort_comm_barrier(plain, 0));
+        CHECK_OK(cohort_comm_abort(plain, "the world is over"));
+        CHECK_OK(cohort_comm_abort(plain, NULL));
+        CHECK_ERR(cohort_comm_barrier(plain, 0), COHORT_ERR_CLOSED, "aborted: the world is over");
+        cohort_comm_destroy(plain);
+        plain = NULL;
+        CHECK_OK(cohort_comm_create(0, 1, NULL, &plain));
+    }
 
     CHECK_OK(cohort_comm_rank(c, &value));
     CHECK(value == 0);
@@ -501,6 +512,7 @@ static void test_errors(void) {
     CHECK_ERR(cohort_comm_broken_reason(c, NULL), BAD, "reason must not be NULL");
     CHECK_ERR(cohort_comm_choose(c, 10, NULL), BAD, "cohort_comm_choose: algorithm must not be NULL");
     CHECK_ERR(cohort_comm_close(NULL), BAD, "cohort_comm_close: comm must not be NULL");
+    CHECK_ERR(cohort_comm_abort(NULL, "x"), BAD, "cohort_comm_abort: comm must not be NULL");
     CHECK_ERR(cohort_comm_host(c, 1, &host), COHORT_ERR_OUT_OF_RANGE, "cohort_comm_host: rank 1 is outside 0..0");
     CHECK_ERR(cohort_comm_host(c, -1, &host), COHORT_ERR_OUT_OF_RANGE, "rank -1");
     CHECK(strcmp(host, "unchanged") == 0);

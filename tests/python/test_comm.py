@@ -10,6 +10,7 @@ import os
 import struct
 import tempfile
 import threading
+import time
 import unittest
 
 import _support  # noqa: F401  (puts cohort on sys.path)
@@ -524,6 +525,29 @@ class Failures(unittest.TestCase):
 
         message = run_ranks(2, body)[0]
         self.assertIn("timed out on rank 0", message)
+
+    def test_abort_from_a_watchdog_thread(self):
+        gave_up = threading.Event()
+
+        def body(comm):
+            if comm.rank == 0:
+                watchdog = threading.Timer(0.2, comm.abort, args=("the world is over",))
+                watchdog.start()
+                started = time.monotonic()
+                with self.assertRaisesRegex(cohort.Closed, "aborted: the world is over") as caught:
+                    comm.allreduce(array.array("f", [1.0]), timeout=30)
+                watchdog.join()
+                took = time.monotonic() - started
+                gave_up.set()
+                self.assertLess(took, 10, "the abort did not end the 30 s wait")
+                self.assertTrue(comm.broken)
+                comm.abort("again")  # a no-op once broken
+                return str(caught.exception)
+            gave_up.wait(WAIT)
+            return None
+
+        message = run_ranks(2, body)[0]
+        self.assertIn("on rank 0", message)
 
     def test_store_as_path(self):
         with tempfile.TemporaryDirectory() as folder:
