@@ -17,6 +17,9 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 namespace cohort_run {
@@ -46,6 +49,22 @@ json::array to_array(const std::vector<std::string>& items) {
 }
 
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// A port nothing listens on now, for rank 0 to listen on; 0 when none.
+uint16_t free_local_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    uint16_t port = 0;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+        port = ntohs(addr.sin_port);
+    ::close(fd);
+    return port;
+}
 
 }  // namespace
 
@@ -93,12 +112,14 @@ void Launcher::make_checkpoint_dir() {
 void Launcher::connect() {
     if (o_.standalone) {
         cohort::CoordinatorOptions co;
+        co.host = o_.host;
         co.port = o_.port;
         co.data_dir = o_.data_dir;
         server_ = std::make_unique<cohort::Coordinator>(co);
-        url_ = server_->url();
-        host_ = "127.0.0.1";
-        port_ = std::to_string(server_->port());
+        // The workers are on this machine: a wildcard address is reached
+        // through loopback.
+        const bool wildcard = o_.host == "0.0.0.0" || o_.host == "::" || o_.host == "[::]";
+        url_ = wildcard ? fmt::format("http://127.0.0.1:{}", server_->port()) : server_->url();
     } else {
         std::string where = o_.coordinator;
         if (where.rfind("http://", 0) == 0) where = where.substr(7);
@@ -108,17 +129,18 @@ void Launcher::connect() {
             throw Error(Errc::invalid_argument,
                         fmt::format("--coordinator: '{}' is not HOST:PORT", o_.coordinator));
         }
-        host_ = where.substr(0, colon);
-        port_ = where.substr(colon + 1);
         url_ = "http://" + where;
     }
+    master_port_ = free_local_port();
     client_ = std::make_unique<cohort::CoordinatorClient>(url_);
     json::object f;
     f["url"] = url_;
     f["standalone"] = o_.standalone;
     log_.emit("coordinator", std::move(f),
               fmt::format("coordinator {} ({}), job '{}', node {} with {} workers", url_,
-                          o_.standalone ? "in this process" : "running elsewhere", o_.job, o_.node_id,
+                          o_.standalone ? fmt::format("in this process, listening on {}", o_.host)
+                                        : std::string("running elsewhere"),
+                          o_.job, o_.node_id,
                           o_.nproc_per_node));
 }
 
@@ -159,8 +181,13 @@ cohort::WorkerSpec Launcher::spec_for(Slot& slot, bool joined) {
     env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(slot.restarts);
     env["LOCAL_RANK"] = std::to_string(slot.local_rank);
     env["LOCAL_WORLD_SIZE"] = std::to_string(o_.nproc_per_node);
-    env["MASTER_ADDR"] = host_;
-    env["MASTER_PORT"] = port_;
+    // torchrun's rendezvous: rank 0 listens on MASTER_PORT (torch's env://
+    // TCPStore, cohort's communicator_from_env). All ranks are on this
+    // machine only when the job spans one launcher.
+    if (o_.nnodes_max == 1 && master_port_ != 0) {
+        env["MASTER_ADDR"] = "127.0.0.1";
+        env["MASTER_PORT"] = std::to_string(master_port_);
+    }
     if (joined && slot.rank && slot.world_size) {
         env["COHORT_GENERATION"] = std::to_string(slot.generation);
         env["RANK"] = std::to_string(*slot.rank);
@@ -459,7 +486,8 @@ void Launcher::on_job(const JobView& job) {
         if (it == job.members.end() || !s.running) continue;
         const MemberView& m = it->second;
         if (s.beat_for && m.heartbeats > s.beats_sent) s.beat_for = false;  // its own heartbeats arrive
-        if (m.straggler && acted_.insert(s.worker + "#straggler").second) {
+        // Once per process: a relaunched worker keeps its id and may straggle again.
+        if (m.straggler && acted_.insert(fmt::format("{}#straggler#{}", s.worker, s.starts)).second) {
             ++stragglers_;
             json::object f;
             f["worker"] = s.worker;

@@ -75,7 +75,8 @@ private:
     std::unique_ptr<cohort::CoordinatorClient> client_;
     std::unique_ptr<cohort::AutoScaler> scaler_;
     std::unique_ptr<cohort::LocalScheduler> scheduler_;
-    std::string url_, host_, port_;
+    std::string url_;
+    uint16_t master_port_ = 0;  // MASTER_PORT for a one-launcher job
     std::string checkpoint_dir_;
     bool own_checkpoint_dir_ = false;  // made here: removed at exit
     std::vector<Slot> slots_;
@@ -84,7 +85,7 @@ private:
     bool awaiting_training_ = false;
     uint64_t step_at_round_ = 0;
     bool job_hung_reported_ = false;
-    std::set<std::string> acted_;  // workers whose straggling or hang was acted on
+    std::set<std::string> acted_;  // processes whose straggling, workers and rounds whose hang was acted on
     int rounds_ = 0, failures_ = 0, relaunches_ = 0, stragglers_ = 0, hangs_ = 0;
     bool failed_for_good_ = false;
     std::vector<std::pair<double, cohort::ScalingPlan>> deferred_;  // (when, plan)

@@ -31,6 +31,9 @@ options:
       --min-workers N         the smallest world the job trains with (default 1)
       --standalone            host the coordinator in this process
       --port P                the standalone coordinator's port (default: any)
+      --host ADDR             the standalone coordinator's address (default
+                              127.0.0.1; 0.0.0.0 lets launchers on other
+                              machines join: set COHORT_COORDINATOR_TOKEN)
       --data-dir DIR          the standalone coordinator's durable state
       --coordinator HOST:PORT a running coordinator (several cohort-run with
                               one coordinator act as several nodes)
@@ -108,6 +111,9 @@ std::optional<Options> parse(int argc, char** argv) {
             o.standalone = true;
         } else if (arg == "--port") {
             o.port = number<uint16_t>(arg, args.value(), 0, 65535);
+        } else if (arg == "--host") {
+            o.host = args.value();
+            if (o.host.empty()) throw Error(Errc::invalid_argument, "--host: needs an address");
         } else if (arg == "--data-dir") {
             o.data_dir = args.value();
         } else if (arg == "--coordinator") {
@@ -165,8 +171,8 @@ std::optional<Options> parse(int argc, char** argv) {
     if (o.standalone == !o.coordinator.empty()) {
         throw Error(Errc::invalid_argument, "say where the coordinator is: --standalone or --coordinator HOST:PORT");
     }
-    if ((o.port != 0 || !o.data_dir.empty()) && !o.standalone) {
-        throw Error(Errc::invalid_argument, "--port and --data-dir are for --standalone");
+    if ((o.port != 0 || !o.data_dir.empty() || o.host != "127.0.0.1") && !o.standalone) {
+        throw Error(Errc::invalid_argument, "--port, --host and --data-dir are for --standalone");
     }
     if (o.kill_rank && *o.kill_rank >= o.nproc_per_node) {
         throw Error(Errc::invalid_argument, fmt::format("--kill-worker: local rank {} but only {} workers",

@@ -15,6 +15,7 @@ struct Options {
     int min_workers = 1;
     bool standalone = false;
     uint16_t port = 0;
+    std::string host = "127.0.0.1";  // the standalone coordinator's address
     std::string data_dir;
     std::string coordinator;  // "HOST:PORT" or "http://HOST:PORT"
     std::string job = "cohort";

@@ -22,7 +22,8 @@ std::string event_text(const ScalingEvent& event) {
             break;
         case EventKind::straggler:
             out = fmt::format("node {} is a straggler", event.node);
-            if (event.straggler_score) out += fmt::format(" ({:g}x the median step time)", *event.straggler_score);
+            if (event.straggler_score)
+                out += fmt::format(" (it steps at {:.2g} times the median rate)", *event.straggler_score);
             break;
         case EventKind::hung:
             out = fmt::format("node {} hung", event.node);

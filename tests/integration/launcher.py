@@ -312,6 +312,23 @@ def case_exit_codes(tools, workdir):
     check(not launcher.of("worker_failed") and not launcher.of("relaunched"),
           f"true: a failure or a relaunch{launcher.describe()}")
 
+    # The environment a worker gets: torchrun's rendezvous on this machine
+    # (one launcher), and a checkpoint directory removed when the launcher
+    # ends.
+    seen = os.path.join(workdir, "env")
+    script = ('test "$MASTER_ADDR" = 127.0.0.1 && test "$MASTER_PORT" -gt 0 && test "$LOCAL_WORLD_SIZE" = 2 '
+              '&& test -d "$COHORT_CHECKPOINT_DIR" && echo "$COHORT_CHECKPOINT_DIR" > ' + seen + '.$LOCAL_RANK '
+              '|| exit 9')
+    launcher, status = run_to_end(tools, workdir, "env", ["--nproc-per-node", "2", *JOB_FLAGS],
+                                  ["/bin/sh", "-c", script])
+    check_done(launcher, status, 0)
+    dirs = set()
+    for r in range(2):
+        with open(f"{seen}.{r}") as f:
+            dirs.add(f.read().strip())
+    check(len(dirs) == 1, f"env: the workers got different checkpoint directories: {dirs}")
+    check(not os.path.exists(dirs.pop()), "env: the launcher left its checkpoint directory behind")
+
     # A program that always exits 3: relaunched within the budget, then
     # removed with the reason; the job failed. One relaunch: a second
     # failure on the host within 300 s blacklists it (budget_blacklist),
