@@ -1036,6 +1036,12 @@ COHORT_API int cohort_coord_client_heartbeat(cohort_coord_client* client, const 
                                              int32_t* active, int32_t* rendezvous);
 COHORT_API int cohort_coord_client_leave(cohort_coord_client* client, const char* job,
                                          const char* member);
+/* Leaves on the member's behalf marking it failed, with why (a launcher that
+ * saw its worker die): the member is "failed" at once, not after
+ * failure_timeout, and the job opens a new round. `failure` must not be
+ * NULL or empty. */
+COHORT_API int cohort_coord_client_leave_failed(cohort_coord_client* client, const char* job,
+                                                const char* member, const char* failure);
 /* The member's world as JSON: {"active", "generation", "rank", "world_size",
  * "local_rank", "local_world_size", "node_rank", "peers": [{"rank", "id",
  * "host", "address"}]} ("active": false and no ranks while it waits); free

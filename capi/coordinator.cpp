@@ -164,6 +164,20 @@ int cohort_coord_client_leave(cohort_coord_client* client, const char* job, cons
     });
 }
 
+int cohort_coord_client_leave_failed(cohort_coord_client* client, const char* job, const char* member,
+                                     const char* failure) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(member, fn, "member");
+        require(failure, fn, "failure");
+        if (*failure == '\0') {
+            throw cohort::Error(cohort::Errc::invalid_argument,
+                                fmt::format("{}: failure must say why the member failed (it is empty)", fn));
+        }
+        client->impl.leave(job, member, failure);
+    });
+}
+
 int cohort_coord_client_world(cohort_coord_client* client, const char* job, const char* member, char** json_out,
                               size_t* length) {
     return guard(__func__, [&](const char* fn) {

@@ -37,6 +37,20 @@ struct COHORT_API CoordinatorClientOptions {
 
 // Job settings (docs/coordinator.md, "Job settings"); unset fields take
 // the server's defaults. Durations in seconds.
+// The job's training-health settings (docs/coordinator.md, "Training
+// health"); unset fields keep the coordinator's defaults.
+struct HealthSettings {
+    std::optional<uint32_t> window;          // step samples kept per member (120)
+    std::optional<double> window_seconds;    // and none older than this (120)
+    std::optional<uint32_t> recent;          // the latest samples that make a member's current speed (10)
+    std::optional<uint32_t> min_samples;     // fewer and a member gets no score (3)
+    std::optional<double> straggler_threshold;  // a score below this is slow (0.7)...
+    std::optional<double> straggler_for;        // ...and a straggler once slow this long (30 s)
+    std::optional<std::string> reference;       // "median" or "best"
+    std::optional<double> hang_timeout;         // no step for this long: hung (300 s)
+    std::optional<double> gpu_temperature_limit;  // celsius (90)
+};
+
 struct JobSettings {
     std::optional<uint32_t> min_nodes;
     std::optional<uint32_t> max_nodes;
@@ -46,6 +60,7 @@ struct JobSettings {
     std::optional<double> heartbeat_interval;
     std::optional<double> failure_timeout;
     std::optional<std::string> rejoin;  // "auto" or "on_request"
+    HealthSettings health;
 };
 
 // What a node tells the coordinator when it joins; only `id` is required.

@@ -325,6 +325,7 @@ PROTOTYPES = {
                                                 c_int64, c_double, c_double, _P(c_uint64),
                                                 _P(c_int32), _P(c_int32)]),
     "cohort_coord_client_leave": (_STATUS, [coord_client_p, c_char_p, c_char_p]),
+    "cohort_coord_client_leave_failed": (_STATUS, [coord_client_p, c_char_p, c_char_p, c_char_p]),
     "cohort_coord_client_world": (_STATUS, [coord_client_p, c_char_p, c_char_p, _owned_out,
                                             _P(c_size_t)]),
     "cohort_coord_client_wait_for_world": (_STATUS, [coord_client_p, c_char_p, c_char_p, c_int64,

@@ -139,9 +139,16 @@ class CoordinatorClient(_util.Handle):
                 "state": "active" if active.value else "waiting",
                 "rendezvous": bool(rendezvous.value)}
 
-    def leave(self, job, member):
-        self._lib.cohort_coord_client_leave(self._h(), _util.text("job", job),
-                                            _util.text("member", member))
+    def leave(self, job, member, failed=None):
+        """Says goodbye for the member; with failed="why" (a launcher that
+        saw its worker die) the member is marked failed at once."""
+        if failed is None:
+            self._lib.cohort_coord_client_leave(self._h(), _util.text("job", job),
+                                                _util.text("member", member))
+        else:
+            self._lib.cohort_coord_client_leave_failed(self._h(), _util.text("job", job),
+                                                       _util.text("member", member),
+                                                       _util.text("failed", failed))
 
     def world(self, job, member):
         """{"active", "generation", "rank", "world_size", "local_rank",

@@ -102,6 +102,29 @@ TEST_F(CoordinatorClientTest, JoinHeartbeatWorldLeave) {
     EXPECT_TRUE(client_.heartbeat("train", "a", w.generation).rendezvous);
 }
 
+TEST_F(CoordinatorClientTest, HealthSettingsAndAFailedLeave) {
+    cohort::JobSettings settings = closes_at(2);
+    settings.health.hang_timeout = 42;
+    settings.health.straggler_threshold = 0.5;
+    settings.health.reference = "best";
+    client_.create_job("h", settings);
+    const std::string state = client_.job_state("h");
+    EXPECT_THAT(state, HasSubstr("\"hang_timeout\":4.2E1"));
+    EXPECT_THAT(state, HasSubstr("\"straggler_threshold\":5E-1"));
+    EXPECT_THAT(state, HasSubstr("\"reference\":\"best\""));
+    cohort::JobSettings bad = closes_at(2);
+    bad.health.reference = "fastest";
+    EXPECT_THAT(error_message(cohort::Errc::invalid_argument, [&] { client_.create_job("h2", bad); }),
+                HasSubstr("reference"));
+
+    client_.join("h", node("a"));
+    client_.join("h", node("b"));
+    client_.leave("h", "b", "killed by signal 9");
+    const std::string after = client_.job_state("h");
+    EXPECT_THAT(after, HasSubstr("killed by signal 9"));
+    EXPECT_THAT(after, HasSubstr("\"failed\""));
+}
+
 TEST_F(CoordinatorClientTest, WaitForWorldHeartbeatsUntilTheRoundCloses) {
     client_.create_job("w", closes_at(2));
     client_.join("w", node("a"));

@@ -188,9 +188,16 @@ static void test_coordinator(void) {
     cohort_free(text);
     text = NULL;
 
-    CHECK_OK(cohort_coord_client_leave(client, "cjob", "b"));
+    CHECK_ERR(cohort_coord_client_leave_failed(client, "cjob", "b", ""), COHORT_ERR_INVALID_ARGUMENT, "failure");
+    CHECK_ERR(cohort_coord_client_leave_failed(client, "cjob", "b", NULL), COHORT_ERR_INVALID_ARGUMENT, "failure");
+    CHECK_OK(cohort_coord_client_leave_failed(client, "cjob", "b", "killed by signal 9"));
     CHECK_OK(cohort_coord_client_heartbeat(client, "cjob", "a", generation, -1, -1.0, -1.0, NULL, NULL, &rendezvous));
     CHECK(rendezvous == 1);
+    CHECK_OK(cohort_coord_client_job_state(client, "cjob", &text, NULL));
+    CHECK_HAS(text, "killed by signal 9");
+    CHECK_HAS(text, "\"failed\"");
+    cohort_free(text);
+    text = NULL;
 
     /* Errors. */
     CHECK_ERR(cohort_coord_client_job_state(client, "no-such-job", &text, NULL), COHORT_ERR_NOT_FOUND, "no-such-job");

@@ -103,8 +103,11 @@ class CoordinatorTest(unittest.TestCase):
         self.assertFalse(c.shard_done("train", "a", lease["lease"]))
         self.assertTrue(c.next_shard("train", "a")["finished"])
 
-        c.leave("train", "b")
+        c.leave("train", "b", failed="killed by signal 9")
         self.assertTrue(c.heartbeat("train", "a", gen)["rendezvous"])
+        members = {m["id"]: m for m in c.job_state("train")["members"]}
+        self.assertEqual(members["b"]["state"], "failed")
+        self.assertIn("killed by signal 9", members["b"]["reason"])
 
     def test_errors(self):
         wrong = cohort.CoordinatorClient(self.server.url, token="nope", retry_deadline=0)

@@ -219,6 +219,18 @@ json::object settings_json(const JobSettings& s) {
     if (s.heartbeat_interval) o["heartbeat_interval"] = *s.heartbeat_interval;
     if (s.failure_timeout) o["failure_timeout"] = *s.failure_timeout;
     if (s.rejoin) o["rejoin"] = *s.rejoin;
+    const HealthSettings& h = s.health;
+    json::object health;
+    if (h.window) health["window"] = *h.window;
+    if (h.window_seconds) health["window_seconds"] = *h.window_seconds;
+    if (h.recent) health["recent"] = *h.recent;
+    if (h.min_samples) health["min_samples"] = *h.min_samples;
+    if (h.straggler_threshold) health["straggler_threshold"] = *h.straggler_threshold;
+    if (h.straggler_for) health["straggler_for"] = *h.straggler_for;
+    if (h.reference) health["reference"] = *h.reference;
+    if (h.hang_timeout) health["hang_timeout"] = *h.hang_timeout;
+    if (h.gpu_temperature_limit) health["gpu_temperature_limit"] = *h.gpu_temperature_limit;
+    if (!health.empty()) o["health"] = std::move(health);
     return o;
 }
 
