@@ -458,12 +458,16 @@ void Launcher::on_job(const JobView& job) {
     if (job.generation != generation_ && job.generation > 0) {
         generation_ = job.generation;
         ++rounds_;
-        // The steps before this round, from the previous look: a member of
-        // the new world may already have stepped by now.
-        uint64_t before = 0;
+        // The steps before this round: every step seen up to this look. A
+        // heartbeat reports a step up to an interval late, so a step made
+        // before a kill often shows up in the look that sees the new round;
+        // counting it here costs at most one look (100 ms) of a new world's
+        // first step, which may be in this look too.
+        uint64_t before = top;
         if (last_job_) {
             for (const auto& [id, m] : last_job_->members) before = std::max(before, m.step.value_or(0));
         }
+        for (const auto& [id, m] : job.members) before = std::max(before, m.step.value_or(0));
         step_at_round_ = before;
         awaiting_training_ = true;
         job_hung_reported_ = false;

@@ -103,11 +103,17 @@ bool Membership::Impl::beat(std::unique_lock<std::mutex>& lock) {
         metrics.delivered();  // refused for good: sending it again would not help
         return false;
     }
-    metrics.returned();
     // While waiting, a 409 only means the round closed a moment ago (the
     // member is active now and must send its new generation): next_world()
     // reads the world and deals with a member that is really gone.
-    if (current && phase == Phase::active && member_gone(code)) mark_round_pending();
+    if (current && phase == Phase::active && member_gone(code)) {
+        // Steps of a world that is over: sent later they would read as
+        // progress of the next one.
+        metrics.delivered();
+        mark_round_pending();
+    } else {
+        metrics.returned();
+    }
     abort_stale_collective();
     return false;
 }
