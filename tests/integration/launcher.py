@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """cohort-run as a user runs it: `cohort-run --standalone ... --events FILE
--- PROGRAM`, started as a subprocess, judged by its exit status and its
+-- PROGRAM` (or --coordinator URL), started as a subprocess, judged by its exit status and its
 events file (JSON lines), never by timing beyond generous bounds. Cases:
 
   signals           a long cohort-train job; once it trains, SIGTERM to
@@ -37,6 +37,10 @@ events file (JSON lines), never by timing beyond generous bounds. Cases:
                     names its rank and member as never having entered
                     collective 8 and the other ranks as waiting in it; then
                     SIGTERM ends the job (143) with no worker left
+  two_nodes         a cohort-coordinator and two cohort-run --coordinator
+                    (nodes a and b, --nnodes 2, 2 workers each): one world
+                    of the 4 workers, both launchers exit 0, rank 0's
+                    weights the reference's
 
     launcher.py --run PATH --train PATH [CASE...]
     launcher.py BUILD_DIR [CASE...]
@@ -74,12 +78,13 @@ class Launcher:
     """One cohort-run with a standalone coordinator; its stdout and stderr
     go to files in workdir, its events to events.jsonl there."""
 
-    def __init__(self, tools, workdir, name, flags, program):
+    def __init__(self, tools, workdir, name, flags, program, coordinator=None):
         self.name = name
         self.events_path = os.path.join(workdir, f"{name}.events.jsonl")
         self.out_path = os.path.join(workdir, f"{name}.out")
         self.err_path = os.path.join(workdir, f"{name}.err")
-        self.argv = [tools.run, "--standalone", "--events", self.events_path, *flags, "--", *program]
+        where = ["--coordinator", coordinator] if coordinator else ["--standalone"]
+        self.argv = [tools.run, *where, "--events", self.events_path, *flags, "--", *program]
         self.url = None
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen(self.argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
@@ -502,8 +507,44 @@ def case_skip_collective(tools, workdir):
     print(f"skip_collective: {summary!r}", flush=True)
 
 
+def case_two_nodes(tools, workdir):
+    """Two cohort-run on this machine with one coordinator act as two nodes
+    of one job: one world of 4, trained to the reference's weights."""
+    exe = os.path.join(os.path.dirname(tools.run), "cohort-coordinator")
+    check(os.access(exe, os.X_OK), f"two_nodes: no cohort-coordinator next to cohort-run ({exe})")
+    with open(os.path.join(workdir, "coordinator.err"), "wb") as err:
+        server = subprocess.Popen([exe, "--port", "0"], stdout=subprocess.PIPE, stderr=err,
+                                  stdin=subprocess.DEVNULL)
+    try:
+        url = server.stdout.readline().decode().strip()
+        check(url.startswith("http://"), f"two_nodes: the coordinator did not start (exit {server.poll()})")
+        flags = ["--epochs", "2", "--shards", "32", "--step-ms", "20"]
+        ref = reference(tools, workdir, flags)
+        weights = os.path.join(workdir, "weights.json")
+        nodes = [Launcher(tools, workdir, node,
+                          [*JOB_FLAGS, "--nnodes", "2", "--nproc-per-node", "2", "--min-workers", "4",
+                           "--node-id", node, "--job", "pair"],  # the last --node-id counts
+                          [tools.train, *flags, "--weights-out", weights], coordinator=url)
+                 for node in ("a", "b")]
+        statuses = [n.wait(90) for n in nodes]  # both, before either is judged: they share the workers' URL
+        for n, status in zip(nodes, statuses):
+            check_done(n, status, 0)
+            formed = n.of("round_formed")
+            check(formed and sorted(formed[0].get("workers", [])) == ["a-0", "a-1", "b-0", "b-1"],
+                  f"two_nodes: {n.name}'s first round is not the 4 workers of both nodes{n.describe()}")
+        with_rank0 = [n for n in nodes if "max |w - w_ref|" in n.output()]
+        check(len(with_rank0) == 1, "two_nodes: rank 0's check is not in exactly one launcher's output")
+        diff = check_trained(with_rank0[0], weights, ref)
+        print(f"two_nodes: one world of 4 over 2 launchers; weights within {diff:.3g} of the reference", flush=True)
+    finally:
+        server.kill()
+        server.wait()
+        server.stdout.close()
+
+
 CASES = {"signals": case_signals, "exit_codes": case_exit_codes, "budget_blacklist": case_budget_blacklist,
-         "straggler": case_straggler, "hang": case_hang, "skip_collective": case_skip_collective}
+         "straggler": case_straggler, "hang": case_hang, "skip_collective": case_skip_collective,
+         "two_nodes": case_two_nodes}
 
 
 def clean_up():
