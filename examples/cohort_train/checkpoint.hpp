@@ -35,8 +35,6 @@ class Checkpoint {
 public:
     Checkpoint(std::filesystem::path file, CheckpointOwner owner);
 
-    const std::filesystem::path& file() const { return file_; }
-
     // The saved state when the file exists, belongs to `owner` and holds
     // `size` values; otherwise nullopt, with `note` saying why when a file
     // was there but not used (empty when there was no file).

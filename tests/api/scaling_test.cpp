@@ -268,6 +268,7 @@ TEST(AutoScaler, AStragglerIsReplacedOnAnotherHost) {
     EXPECT_EQ(plan.steps[1].rule, "replace_persistent_straggler");
     EXPECT_EQ(plan.nodes_after, 3);
     EXPECT_EQ(scaler.budget().job_used(), 1);
+    EXPECT_THAT(plan.steps[0].reason, HasSubstr("node w1 is a straggler (it steps at 0.5 times the median rate)"));
 }
 
 // A site that wants more patience says so in its own pack; when the event

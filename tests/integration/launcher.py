@@ -297,6 +297,7 @@ def case_exit_codes(tools, workdir):
         (["--bogus-flag"], ["/bin/true"], "--bogus-flag"),
         (["--nproc-per-node", "2", "--kill-worker", "5@1"], ["/bin/true"], "--kill-worker"),
         (["--max-restarts", "-1"], ["/bin/true"], "--max-restarts"),
+        (["--checkpoint-dir", ""], ["/bin/true"], "--checkpoint-dir: needs a directory"),
         ([], [], "no program to run"),
     ]
     for i, (flags, program, named) in enumerate(bad):
@@ -308,6 +309,15 @@ def case_exit_codes(tools, workdir):
         check(r.returncode == 2, f"{argv}: exit {r.returncode}, expected 2; stderr {r.stderr!r}")
         check(named in r.stderr, f"{argv}: stderr does not name {named!r}: {r.stderr!r}")
         check(not os.path.exists(events_path), f"{argv}: bad flags, yet it wrote an events file")
+
+    r = subprocess.run([tools.run, "--coordinator", "127.0.0.1:1", "--host", "0.0.0.0", "--", "/bin/true"],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 2 and "--port, --host and --data-dir are for --standalone" in r.stderr,
+          f"--host without --standalone: exit {r.returncode}, stderr {r.stderr!r}")
+    r = subprocess.run([tools.run, "--standalone", "--checkpoint-dir", "/dev/null/x", "--", "/bin/true"],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 1 and "--checkpoint-dir: cannot create '/dev/null/x'" in r.stderr,
+          f"--checkpoint-dir /dev/null/x: exit {r.returncode}, stderr {r.stderr!r}")
 
     # A program that exits 0 at once: every worker finished.
     launcher, status = run_to_end(tools, workdir, "true", ["--nproc-per-node", "2", *JOB_FLAGS], ["/bin/true"])

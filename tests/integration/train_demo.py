@@ -13,6 +13,11 @@ the variables a launcher sets. Cases:
            equal the reference's within 1e-9, and the job's shard progress
            (GET /v1/jobs/JOB) shows every shard of every epoch done, none
            leased, the killed worker's lease requeued
+  checkpoint  one worker with --checkpoint FILE: a file that is not a
+           checkpoint, one written with other flags (--seed), one of an
+           earlier job of the same name (deleted and created again) and one
+           cut off are each ignored with a line saying why; the runs that
+           train still end with the reference's weights
   python   two train_numpy.py workers: the same weights as cohort-train's
            reference within 1e-9 (skipped, 77, without numpy)
 
@@ -231,7 +236,74 @@ def case_python(tools, workdir):
     print(f"python: ok ({w.member} checked, max diff from cohort-train's reference {diff:.3g})", flush=True)
 
 
-CASES = {"three": case_three, "kill": case_kill, "python": case_python}
+def case_checkpoint(tools, workdir):
+    """--checkpoint FILE: a file that is not a checkpoint, one written with
+    other flags, one of an earlier job of the same name, and one cut off
+    are each ignored with a line saying why, and training is right anyway."""
+    flags = ["--epochs", "2", "--shards", "8", "--step-ms", "0"]
+    ref = reference(tools.train, workdir, flags)
+    ck = os.path.join(workdir, "w.ckpt")
+    with open(ck, "w") as f:
+        f.write("hello\n")
+    c = Coordinator(tools.coordinator, workdir)
+
+    def run(member, extra=()):
+        w = Worker([tools.train, *flags, *extra, "--checkpoint", ck], c.url, member, 0, workdir)
+        wait_all([w])
+        return w
+
+    def says(w, pattern):
+        check(re.search(pattern, w.output()), f"{w.member} does not say {pattern!r}: {w.describe()}")
+
+    start_job(c.url, 1, 1)
+    a = run("a")
+    says(a, r"checkpoint '.*w\.ckpt': not a cohort-train checkpoint \(first line 'hello'\); ignored")
+    checked_result([a], ref)
+    with open(ck) as f:
+        good = f.read()
+    check(good.startswith("cohort-train checkpoint 1\njob train\n"), f"the checkpoint a wrote: {good[:200]!r}")
+
+    # Other flags, same job (finished): ignored; nothing left to train.
+    b = run("b", ["--seed", "2", "--no-check"])
+    says(b, r"written with other model or data flags; ignored")
+
+    # The job again under the same name: a's file is an earlier job's.
+    ok(c.url, "DELETE", "/v1/jobs/train")
+    start_job(c.url, 1, 1)
+    with open(ck, "w") as f:
+        f.write(good)
+    d = run("d")
+    says(d, r"written for job 'train' created at \S+, not this job 'train' created at \S+; ignored")
+    checked_result([d], ref)
+
+    # d's own file, cut off after two values: ignored, naming the value.
+    with open(ck) as f:
+        lines = f.read().split("\n")
+    with open(ck, "w") as f:
+        f.write("\n".join(lines[:7]) + "\n")
+    e = run("e", ["--no-check"])
+    says(e, r"value 3 of \d+ is missing or not a number \(a cut-off file\?\); ignored")
+
+    # A file that can be neither read nor written: said once, and training
+    # goes on without checkpoints.
+    ck = "/dev/null/w.ckpt"
+    ok(c.url, "DELETE", "/v1/jobs/train")
+    start_job(c.url, 1, 1)
+    f = run("f")
+    says(f, r"cannot read checkpoint '/dev/null/w\.ckpt': Not a directory")
+    says(f, r"cannot write checkpoint '/dev/null/w\.ckpt\.tmp\d+': Not a directory \(training goes on; a "
+            r"restart would begin again\)")
+    check(f.output().count("cannot write checkpoint") == 1, f"the write failure is said more than once: "
+          f"{f.describe()}")
+    checked_result([f], ref)
+
+    r = subprocess.run([tools.train, "--checkpoint", ""], capture_output=True, text=True, timeout=30)
+    check(r.returncode == 2 and "--checkpoint: needs a file name" in r.stderr,
+          f"--checkpoint '': exit {r.returncode}, stderr {r.stderr!r}")
+    print("checkpoint: a foreign file, other flags, an earlier job and a cut-off file each ignored", flush=True)
+
+
+CASES = {"three": case_three, "kill": case_kill, "python": case_python, "checkpoint": case_checkpoint}
 
 
 def run_case(tools, name):

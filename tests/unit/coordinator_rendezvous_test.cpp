@@ -274,6 +274,22 @@ TEST_F(CoordinatorRendezvous, ALauncherReportsAFailureAtOnce) {
     EXPECT_EQ(state.join("train", node("n2"), t + 0.2).state, MemberState::waiting);
 }
 
+// A process that failed and comes back starts its steps over: the step its
+// predecessor reported must not read as the new process's progress.
+TEST_F(CoordinatorRendezvous, ARelaunchedMemberForgetsTheStepsOfTheOneBefore) {
+    create(1, 1);
+    state.join("train", node("n1"), t);
+    HeartbeatMetrics m;
+    m.step = 42;
+    state.heartbeat("train", "n1", 1, m, t + 0.5);
+    ASSERT_TRUE(state.job("train").find_member("n1")->metrics);
+    state.leave("train", "n1", t + 1, "killed by signal 9");
+    state.join("train", node("n1"), t + 2);
+    EXPECT_FALSE(state.job("train").find_member("n1")->metrics);
+    const auto view = state.job("train").view(t + 2);
+    EXPECT_FALSE(view.at("members").as_array()[0].as_object().contains("step"));
+}
+
 TEST_F(CoordinatorRendezvous, LateJoinerOpensARoundWithPolicyAuto) {
     create(2, 4);
     state.join("train", node("n1"), t);

@@ -136,7 +136,6 @@ json::object Job::view(double now) const {
             if (m.metrics->collective_seq) o["collective_seq"] = *m.metrics->collective_seq;
             if (m.metrics->in_collective) o["in_collective"] = *m.metrics->in_collective;
             if (!m.metrics->gpu.is_null()) o["gpu"] = m.metrics->gpu;
-            o["metrics_at"] = m.metrics_at;
             o["metrics_age"] = now - m.metrics_at;
         }
         if (!m.reason.empty()) o["reason"] = m.reason;
