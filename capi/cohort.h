@@ -1042,9 +1042,10 @@ COHORT_API int cohort_coord_client_leave(cohort_coord_client* client, const char
  * NULL or empty. */
 COHORT_API int cohort_coord_client_leave_failed(cohort_coord_client* client, const char* job,
                                                 const char* member, const char* failure);
-/* The member's world as JSON: {"active", "generation", "rank", "world_size",
- * "local_rank", "local_world_size", "node_rank", "peers": [{"rank", "id",
- * "host", "address"}]} ("active": false and no ranks while it waits); free
+/* The member's world as JSON, as GET .../world answers it: {"state":
+ * "active", "generation", "rank", "world_size", "local_rank",
+ * "local_world_size", "node_rank", "peers": [{"rank", "id", "host",
+ * "address"}]} ({"state": "waiting", "generation"} while it waits); free
  * *json with cohort_free. */
 COHORT_API int cohort_coord_client_world(cohort_coord_client* client, const char* job,
                                          const char* member, char** json, size_t* length);
@@ -1146,7 +1147,7 @@ COHORT_API int cohort_membership_job(const cohort_membership* membership, const 
 
 /* Joins (or, after cohort_membership_round_pending said so, joins the new
  * round), heartbeats, and waits up to timeout_ms for the member's world:
- * {"active": true, "generation", "rank", "world_size", "local_rank",
+ * {"state": "active", "generation", "rank", "world_size", "local_rank",
  * "local_world_size", "node_rank"}; free *world_json with cohort_free.
  * With no round pending it returns the current world at once. TIMEOUT when
  * the round has not closed in time (the member keeps waiting in the job:

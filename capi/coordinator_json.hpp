@@ -9,8 +9,9 @@
 
 namespace cohort::capi {
 
-// {"active", "generation", and while active "rank", "world_size",
-// "local_rank", "local_world_size", "node_rank" and, with_peers, "peers"}.
+// {"state": "active" or "waiting", "generation", and while active "rank",
+// "world_size", "local_rank", "local_world_size", "node_rank" and, with_peers,
+// "peers"}: the coordinator's world message.
 std::string world_json(const MemberWorld& world, bool with_peers);
 // {"granted", "finished", and when granted "lease", "shard_id", "shard",
 // "epoch", "bytes", "expiry"}.

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -56,11 +57,23 @@ struct StoreOptions {
     bool host = false;
 };
 
-// "tcp://HOST:PORT" (IPv6 as [ADDR]:PORT), "file:///DIR" or
-// "coordinator://HOST:PORT/JOB/GENERATION". Error(invalid_argument)
-// for a malformed URL or an unknown scheme; Error(unavailable) when the
-// server cannot be bound or reached within the timeout.
+// "tcp://HOST:PORT" (IPv6 as [ADDR]:PORT), "file:///DIR",
+// "coordinator://HOST:PORT/JOB/GENERATION" or any scheme registered with
+// register_store_scheme. Error(invalid_argument) for a malformed URL or an
+// unknown scheme; Error(unavailable) when the server cannot be bound or
+// reached within the timeout.
 COHORT_API std::shared_ptr<Store> open_store(std::string_view url, const StoreOptions& options = {});
+
+// Opens the store a URL names; `rest` is what follows "SCHEME://" and `url`
+// the whole URL, for messages.
+using StoreOpener =
+    std::function<std::shared_ptr<Store>(std::string_view url, std::string_view rest, const StoreOptions& options)>;
+// Makes open_store answer "SCHEME://..." URLs with `opener`. The collectives
+// know no store beyond tcp:// and file://: the layers above them register
+// theirs (the coordinator client registers coordinator:// when the library
+// loads). Registering a scheme again replaces its opener; tcp and file
+// cannot be replaced (Error(invalid_argument)). Thread-safe.
+COHORT_API void register_store_scheme(std::string scheme, StoreOpener opener);
 
 // A view of `base` whose keys all start with `prefix` (for example
 // "job/7/gen/3/"), so jobs and generations never see each other's keys.

@@ -151,9 +151,10 @@ class CoordinatorClient(_util.Handle):
                                                        _util.text("failed", failed))
 
     def world(self, job, member):
-        """{"active", "generation", "rank", "world_size", "local_rank",
-        "local_world_size", "node_rank", "peers": [{"rank", "id", "host",
-        "address"}]}; only "active": False and "generation" while waiting."""
+        """{"state": "active", "generation", "rank", "world_size",
+        "local_rank", "local_world_size", "node_rank", "peers": [{"rank", "id",
+        "host", "address"}]}; only "state": "waiting" and "generation" while
+        waiting (the coordinator's world message as it sends it)."""
         return json.loads(_json_text(self._lib.cohort_coord_client_world, self._h(),
                                      _util.text("job", job), _util.text("member", member)))
 

@@ -175,8 +175,8 @@ class Membership(_util.Handle):
 
     def next_world(self, timeout=60.0):
         """Joins (or, once round_pending, joins the new round), heartbeats and
-        waits up to `timeout` seconds for the member's world: {"active",
-        "generation", "rank", "world_size", "local_rank", "local_world_size",
+        waits up to `timeout` seconds for the member's world: {"state":
+        "active", "generation", "rank", "world_size", "local_rank", "local_world_size",
         "node_rank"}. With no round pending, the current world at once.
         Raises cohort.Timeout when the round has not closed in time (the
         member keeps waiting in the job: call again)."""

@@ -1,7 +1,5 @@
-// Health settings: validation and JSON.
+// Health settings: defaults and validation.
 #include "health/settings.hpp"
-
-#include "coordinator/state/json_fields.hpp"
 
 #include <cmath>
 #include <string>
@@ -9,8 +7,6 @@
 #include <fmt/format.h>
 
 namespace cohort::health {
-
-namespace json = boost::json;
 
 namespace {
 
@@ -77,46 +73,38 @@ void validate(const Settings& settings) {
     check_settings(settings, {"health settings", Errc::invalid_argument});
 }
 
-json::object to_json(const Settings& s) {
-    json::object o;
-    o["window"] = s.window;
-    o["window_seconds"] = s.window_seconds;
-    o["recent"] = s.recent;
-    o["min_samples"] = s.min_samples;
-    o["straggler_threshold"] = s.straggler_threshold;
-    o["straggler_for"] = s.straggler_for;
-    o["reference"] = to_string(s.reference);
-    o["hang_timeout"] = s.hang_timeout;
-    o["gpu_temperature_limit"] = s.gpu_temperature_limit;
-    return o;
+HealthSettings published(const Settings& s) {
+    HealthSettings h;
+    h.window = static_cast<uint32_t>(s.window);
+    h.window_seconds = s.window_seconds;
+    h.recent = static_cast<uint32_t>(s.recent);
+    h.min_samples = static_cast<uint32_t>(s.min_samples);
+    h.straggler_threshold = s.straggler_threshold;
+    h.straggler_for = s.straggler_for;
+    h.reference = std::string(to_string(s.reference));
+    h.hang_timeout = s.hang_timeout;
+    h.gpu_temperature_limit = s.gpu_temperature_limit;
+    return h;
 }
 
-Settings settings_from_json(const json::value& value, std::string_view where, Errc code) {
-    coord::FieldReader reader(value, std::string(where), code);
-    reader.allow({"window", "window_seconds", "recent", "min_samples", "straggler_threshold", "straggler_for",
-                  "reference", "hang_timeout", "gpu_temperature_limit"});
+Settings resolve(const HealthSettings& h, std::string_view where, Errc code) {
     Settings s;
-    // Counts are clamped before the range check so a huge value is reported,
-    // not wrapped.
-    const auto count = [&](std::string_view key, std::size_t fallback) {
-        const uint64_t v = reader.uint_or(key, fallback);
-        if (v > kMaxWindow) reader.fail(key, fmt::format("must be at most {}, not {}", kMaxWindow, v));
-        return static_cast<std::size_t>(v);
-    };
-    s.window = count("window", s.window);
-    s.window_seconds = reader.number_or("window_seconds", s.window_seconds);
-    s.recent = count("recent", s.recent);
-    s.min_samples = count("min_samples", s.min_samples);
-    s.straggler_threshold = reader.number_or("straggler_threshold", s.straggler_threshold);
-    s.straggler_for = reader.number_or("straggler_for", s.straggler_for);
-    if (reader.has("reference")) {
-        const std::string text = reader.string("reference");
-        const auto parsed = parse_reference(text);
-        if (!parsed) reader.fail("reference", fmt::format("must be \"median\" or \"best\", not \"{}\"", text));
+    s.window = h.window.value_or(s.window);
+    s.window_seconds = h.window_seconds.value_or(s.window_seconds);
+    s.recent = h.recent.value_or(s.recent);
+    s.min_samples = h.min_samples.value_or(s.min_samples);
+    s.straggler_threshold = h.straggler_threshold.value_or(s.straggler_threshold);
+    s.straggler_for = h.straggler_for.value_or(s.straggler_for);
+    if (h.reference) {
+        const auto parsed = parse_reference(*h.reference);
+        if (!parsed) {
+            throw Error(code,
+                        fmt::format("{}: reference: must be \"median\" or \"best\", not \"{}\"", where, *h.reference));
+        }
         s.reference = *parsed;
     }
-    s.hang_timeout = reader.number_or("hang_timeout", s.hang_timeout);
-    s.gpu_temperature_limit = reader.number_or("gpu_temperature_limit", s.gpu_temperature_limit);
+    s.hang_timeout = h.hang_timeout.value_or(s.hang_timeout);
+    s.gpu_temperature_limit = h.gpu_temperature_limit.value_or(s.gpu_temperature_limit);
     check_settings(s, {where, code});
     return s;
 }

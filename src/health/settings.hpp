@@ -1,17 +1,16 @@
 // How the coordinator judges a training job's health: how much history it
 // keeps per member, when a slow member counts as a straggler and when a
 // stalled one counts as hung. Durations are seconds on the coordinator's
-// clock. They are job settings, so they have a JSON form.
+// clock. They are part of a job's settings, whose JSON the coordinator's
+// protocol reads and writes (HealthSettings).
 #pragma once
 
+#include <cohort/coordinator_protocol.hpp>
 #include <cohort/error.hpp>
 
 #include <cstddef>
 #include <optional>
 #include <string_view>
-
-#include <boost/json/object.hpp>
-#include <boost/json/value.hpp>
 
 namespace cohort::health {
 
@@ -45,10 +44,11 @@ struct Settings {
 // Error(invalid_argument) "health settings: <field> must be ..., not ...".
 void validate(const Settings& settings);
 
-boost::json::object to_json(const Settings& settings);
-// Absent fields keep their defaults; the result is validated. Error(code)
-// naming `where` for unknown fields, wrong types and values out of range.
-Settings settings_from_json(const boost::json::value& value, std::string_view where = "health settings",
-                            Errc code = Errc::invalid_argument);
+// The settings as a job's settings spell them (every field set), and back:
+// unset fields keep their defaults and the result is validated; Error(code)
+// "<where>: <field> must be ..." otherwise.
+HealthSettings published(const Settings& settings);
+Settings resolve(const HealthSettings& settings, std::string_view where = "health settings",
+                 Errc code = Errc::invalid_argument);
 
 }  // namespace cohort::health

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include <boost/json/parse.hpp>
+
 namespace cohort::health {
 
 NodeWindow::NodeWindow(const Settings& settings) : capacity_(settings.window), seconds_(settings.window_seconds) {}
@@ -18,15 +20,20 @@ void NodeWindow::reset() {
     *this = NodeWindow(Settings{.window = capacity_, .window_seconds = seconds_});
 }
 
-void NodeWindow::add(const Report& report, double received_at) {
+void NodeWindow::add(const HeartbeatMetrics& report, double received_at) {
     last_heartbeat_ = received_at;
     for (const StepSample& s : reported_steps(report, received_at)) add_step(s);
     while (samples_.size() > capacity_) samples_.pop_front();
     while (!samples_.empty() && samples_.front().time < received_at - seconds_) samples_.pop_front();
     if (report.collective_seq) collective_seq_ = report.collective_seq;
     if (report.in_collective) in_collective_ = report.in_collective;
-    if (!report.gpu.is_null()) {
-        gpu_ = report.gpu;
+    if (!report.gpu_json.empty()) {
+        if (report.gpu_json != gpu_text_) {
+            // The protocol's reader checked that it is JSON.
+            boost::system::error_code ec;
+            gpu_ = boost::json::parse(report.gpu_json, ec);
+            gpu_text_ = report.gpu_json;
+        }
         gpu_at_ = received_at;
         note_xids(received_at);
     }

@@ -43,7 +43,7 @@ public:
     // coordinator's clock). Samples at or below the newest step held are
     // merged into it (absent timings filled in) or dropped, so the window
     // holds each step once, in order.
-    void add(const Report& report, double received_at);
+    void add(const HeartbeatMetrics& metrics, double received_at);
 
     // Forgets everything: for a member that restarts from a checkpoint, whose
     // steps would otherwise be dropped until they pass the old ones.
@@ -78,6 +78,7 @@ private:
     std::optional<uint64_t> collective_seq_;
     std::optional<bool> in_collective_;
     boost::json::value gpu_;
+    std::string gpu_text_;  // gpu_ as sent: a sample resent unchanged is not parsed again
     double gpu_at_ = 0;
     std::vector<XidNote> xids_;
     std::optional<double> last_heartbeat_;

@@ -66,13 +66,9 @@ std::chrono::milliseconds Membership::Impl::heartbeat_interval() {
     std::chrono::milliseconds found = options.heartbeat_interval;
     if (found.count() == 0) {
         found = std::chrono::seconds(1);  // the coordinator's default
-        const json::value state = json::parse(client->job_state(options.job));
-        const json::value* settings = state.is_object() ? state.as_object().if_contains("settings") : nullptr;
-        const json::value* seconds = settings != nullptr && settings->is_object()
-                                         ? settings->as_object().if_contains("heartbeat_interval")
-                                         : nullptr;
-        if (seconds != nullptr && seconds->is_number()) {
-            const double ms = seconds->to_number<double>() * 1000.0;
+        // The settings alone: the job's state grows with its members.
+        if (const auto seconds = client->job_settings(options.job).heartbeat_interval) {
+            const double ms = *seconds * 1000.0;
             if (std::isfinite(ms) && ms >= 1.0) found = std::chrono::milliseconds(static_cast<int64_t>(ms));
         }
     }

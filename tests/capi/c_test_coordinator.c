@@ -73,7 +73,7 @@ static void test_coordinator(void) {
     CHECK_OK(cohort_coord_client_join(client, "cjob", "a", "host-a", "127.0.0.1:7000", &generation, &active, &rank));
     CHECK(active == 0 && rank == -1);
     CHECK_OK(cohort_coord_client_world(client, "cjob", "a", &text, &length));
-    CHECK_HAS(text, "\"active\":false");
+    CHECK_HAS(text, "\"state\":\"waiting\"");
     CHECK(text != NULL && length == strlen(text));
     cohort_free(text);
     text = NULL;
@@ -83,7 +83,7 @@ static void test_coordinator(void) {
     CHECK(active == 1 && rank >= 0 && generation > 0);
 
     CHECK_OK(cohort_coord_client_wait_for_world(client, "cjob", "a", 5000, &text, &length));
-    CHECK_HAS(text, "\"active\":true");
+    CHECK_HAS(text, "\"state\":\"active\"");
     CHECK_HAS(text, "\"world_size\":2");
     CHECK_HAS(text, "127.0.0.1:7000");
     cohort_free(text);
@@ -159,12 +159,12 @@ static void test_coordinator(void) {
     CHECK_ERR(cohort_coord_client_heartbeat_json(client, "cjob", "a", generation, "{\"step\": -1}", &text, NULL),
               COHORT_ERR_INVALID_ARGUMENT, "step");
     CHECK_ERR(cohort_coord_client_heartbeat_json(client, "cjob", "a", generation, "{\"speed\": 1}", &text, NULL),
-              COHORT_ERR_INVALID_ARGUMENT, "speed: unknown field");
+              COHORT_ERR_INVALID_ARGUMENT, "metrics_json: unknown field 'speed'");
     CHECK_ERR(cohort_coord_client_heartbeat_json(client, "cjob", "a", generation, "{\"samples\": [{\"age\": 1}]}",
                                                  &text, NULL),
-              COHORT_ERR_INVALID_ARGUMENT, "samples[0].step is missing");
+              COHORT_ERR_INVALID_ARGUMENT, "samples[0]: missing field 'step'");
     CHECK_ERR(cohort_coord_client_heartbeat_json(client, "cjob", "a", generation, "{\"samples\": [3]}", &text, NULL),
-              COHORT_ERR_INVALID_ARGUMENT, "samples[0] must be an object");
+              COHORT_ERR_INVALID_ARGUMENT, "samples[0]: expected an object, not a number");
     CHECK(text == NULL);
 
     /* Shards. */

@@ -118,7 +118,7 @@ static void test_membership(void) {
 
     /* A world of one, and its communicator. */
     CHECK_OK(cohort_membership_next_world(m, 5000, &text, &length));
-    CHECK_HAS(text, "\"active\":true");
+    CHECK_HAS(text, "\"state\":\"active\"");
     CHECK_HAS(text, "\"rank\":0");
     CHECK_HAS(text, "\"world_size\":1");
     CHECK(text != NULL && length == strlen(text));
@@ -180,7 +180,7 @@ static void test_membership(void) {
     CHECK_OK(cohort_membership_round_pending(m, &pending));
     CHECK(pending == 0);
     CHECK_OK(cohort_coord_client_world(admin, "mjob", "m-b", &text, &length));
-    CHECK_HAS(text, "\"active\":true");
+    CHECK_HAS(text, "\"state\":\"active\"");
     cohort_free(text);
     text = NULL;
 

@@ -35,7 +35,7 @@ class CoordinatorTest(unittest.TestCase):
         self.assertEqual(c.job_state("train")["name"], "train")
         self.assertEqual(c.join("train", "a", host="host-a", address="127.0.0.1:7000"),
                          {"state": "waiting", "generation": 0, "rank": None})
-        self.assertFalse(c.world("train", "a")["active"])
+        self.assertEqual(c.world("train", "a")["state"], "waiting")
         self.assertEqual(c.heartbeat("train", "a")["state"], "waiting")
 
         result = {}
@@ -47,7 +47,7 @@ class CoordinatorTest(unittest.TestCase):
         waiter.join()
         self.assertEqual(joined["state"], "active")
         world = result["world"]
-        self.assertTrue(world["active"])
+        self.assertEqual(world["state"], "active")
         self.assertEqual(world["world_size"], 2)
         gen = world["generation"]
         self.assertEqual(gen, joined["generation"])

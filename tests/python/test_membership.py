@@ -78,7 +78,7 @@ class MembershipTest(unittest.TestCase):
         worlds = in_threads([a, b], lambda m: m.next_world(timeout=10))
         self.assertEqual(sorted(w["rank"] for w in worlds), [0, 1])
         for w in worlds:
-            self.assertTrue(w["active"])
+            self.assertEqual(w["state"], "active")
             self.assertEqual(w["world_size"], 2)
             self.assertEqual(w["generation"], worlds[0]["generation"])
         self.assertFalse(a.round_pending)

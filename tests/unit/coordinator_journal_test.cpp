@@ -123,8 +123,8 @@ public:
         st.heartbeat("j", "b", gen, std::nullopt, t_);
         st.store_set("j", gen, "key" + std::to_string(i_ % 5), "value " + std::to_string(i_), t_);
         st.store_add("j", gen, "count", 1, t_);
-        const NextShard next = st.next_shard("j", i_ % 2 == 0 ? "a" : "b", t_);
-        if (next.grant && i_ % 3 != 0) st.shard_done("j", i_ % 2 == 0 ? "a" : "b", next.grant->lease, t_);
+        const ShardLease next = st.next_shard("j", i_ % 2 == 0 ? "a" : "b", t_);
+        if (next.granted && i_ % 3 != 0) st.shard_done("j", i_ % 2 == 0 ? "a" : "b", next.lease, t_);
         ++i_;
         d.commit();
     }

@@ -106,8 +106,8 @@ public:
                 }
                 case 6:
                 case 7: {
-                    const NextShard n = state.next_shard("j", id, t_);
-                    if (n.grant) granted_.push_back({id, n.grant->lease});
+                    const ShardLease n = state.next_shard("j", id, t_);
+                    if (n.granted) granted_.push_back({id, n.lease});
                     break;
                 }
                 case 8:
@@ -239,7 +239,7 @@ TEST(CoordinatorReplay, EveryEventTypeRoundTrips) {
     n.gpu_count = 8;
     HeartbeatMetrics m;
     m.step = 5;
-    m.gpu = json::object{{"util", json::array{1, 2.5}}};
+    m.gpu_json = R"({"util":[1,2.5E0]})";
     DatasetPlan plan;
     plan.shards = {ShardSpec{"s0", 10, {"h"}}};
     const std::vector<Event> events = {

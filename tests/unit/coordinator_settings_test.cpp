@@ -1,8 +1,9 @@
 // coordinator/state: what clients send is checked, and the messages say
 // what is wrong and where: job settings, join descriptors, dataset plans,
 // heartbeat metrics, names.
-#include "coordinator/state/descriptor.hpp"
-#include "coordinator/state/json_bytes.hpp"
+#include "coordinator/protocol/descriptor.hpp"
+#include "coordinator/protocol/json_bytes.hpp"
+#include "coordinator/protocol/metrics.hpp"
 #include "coordinator/state/json_parse.hpp"
 #include "coordinator/state/state.hpp"
 
@@ -136,15 +137,22 @@ TEST(CoordinatorSettings, DatasetPlans) {
 }
 
 TEST(CoordinatorSettings, HeartbeatMetrics) {
-    const HeartbeatMetrics m =
-        metrics_from_json(parse_json(R"({"step": 3, "step_time": 0.2, "gpu": [{"util": 90}]})"), "heartbeat");
+    const HeartbeatMetrics m = protocol::metrics_from_json(
+        parse_json(R"({"step": 3, "step_time": 0.2, "gpu": [{"util": 90}]})"), "heartbeat", protocol::kRequest);
     EXPECT_EQ(m.step, 3u);
     EXPECT_FALSE(m.samples_per_sec);
-    EXPECT_EQ(metrics_from_json(to_json(m), "x"), m);
-    expect_error([] { metrics_from_json(parse_json(R"({"step_time": -1})"), "heartbeat from 'a'"); },
-                 Errc::invalid_argument, "heartbeat from 'a': step_time: must not be negative, not -1");
-    expect_error([] { metrics_from_json(parse_json(R"({"step": -1})"), "heartbeat"); }, Errc::invalid_argument,
-                 "heartbeat: step: must not be negative, not -1");
+    EXPECT_EQ(m.gpu_json, R"([{"util":90}])");
+    EXPECT_EQ(protocol::metrics_from_json(protocol::to_json(m), "x", protocol::kJournal), m);
+    expect_error(
+        [] {
+            protocol::metrics_from_json(parse_json(R"({"step_time": -1})"), "heartbeat from 'a'", protocol::kRequest);
+        },
+        Errc::invalid_argument, "heartbeat from 'a': step_time: must not be negative, not -1");
+    expect_error([] { protocol::metrics_from_json(parse_json(R"({"step": -1})"), "heartbeat", protocol::kRequest); },
+                 Errc::invalid_argument, "heartbeat: step: must not be negative, not -1");
+    // A journal is read strictly too, with parse errors.
+    expect_error([] { protocol::metrics_from_json(parse_json(R"({"stpe": 1})"), "event 3", protocol::kJournal); },
+                 Errc::parse, "stpe");
 }
 
 TEST(CoordinatorSettings, BytesInJson) {

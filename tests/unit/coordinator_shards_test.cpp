@@ -49,10 +49,10 @@ protected:
         state.join("j", node("b", "h2"), t);
     }
     void TearDown() override { expect_replays(state); }
-    ShardGrant next(std::string_view member) {
-        const NextShard n = state.next_shard("j", member, t);
-        EXPECT_TRUE(n.grant.has_value()) << member << " got no shard";
-        return n.grant.value_or(ShardGrant{});
+    ShardLease next(std::string_view member) {
+        const ShardLease n = state.next_shard("j", member, t);
+        EXPECT_TRUE(n.granted) << member << " got no shard";
+        return n;
     }
     EpochProgress progress(uint32_t epoch) const { return state.job("j").shards()->progress()[epoch]; }
 
@@ -68,13 +68,13 @@ TEST_F(CoordinatorShards, LeasesInPlanOrderAndFinish) {
     expect_error([&] { state.register_dataset("j", plan(4, 2), t); }, Errc::mismatch,
                  "job 'j' already has a dataset plan (3 shards, 2 epochs); a job's plan cannot change");
 
-    const ShardGrant g0 = next("a");
+    const ShardLease g0 = next("a");
     EXPECT_EQ(g0.shard_id, "s0");
     EXPECT_EQ(g0.epoch, 0u);
     EXPECT_EQ(g0.bytes, 1000u);
     EXPECT_EQ(g0.expiry, t + 60);
     EXPECT_EQ(next("b").shard_id, "s1");
-    EXPECT_EQ(state.shard_done("j", "a", g0.lease, t), DoneOutcome::counted);
+    EXPECT_EQ(state.shard_done("j", "a", g0.lease, t).outcome, "counted");
     const EpochProgress p = progress(0);
     EXPECT_EQ(p.done, 1u);
     EXPECT_EQ(p.leased, 1u);
@@ -82,15 +82,15 @@ TEST_F(CoordinatorShards, LeasesInPlanOrderAndFinish) {
 
     // Drain both epochs.
     for (int i = 0; i < 10; ++i) {
-        const NextShard n = state.next_shard("j", "a", t);
-        if (!n.grant) break;
-        state.shard_done("j", "a", n.grant->lease, t);
+        const ShardLease n = state.next_shard("j", "a", t);
+        if (!n.granted) break;
+        state.shard_done("j", "a", n.lease, t);
     }
     // b still holds s1 of epoch 0; a has done everything else, epoch 1 included.
     EXPECT_EQ(progress(0).done, 2u);
     EXPECT_EQ(progress(1).done, 3u);
-    const NextShard nothing_now = state.next_shard("j", "a", t);
-    EXPECT_FALSE(nothing_now.grant);
+    const ShardLease nothing_now = state.next_shard("j", "a", t);
+    EXPECT_FALSE(nothing_now.granted);
     EXPECT_FALSE(nothing_now.finished);
     state.shard_done("j", "b", 2, t);
     EXPECT_TRUE(state.next_shard("j", "a", t).finished);
@@ -99,7 +99,7 @@ TEST_F(CoordinatorShards, LeasesInPlanOrderAndFinish) {
 
 TEST_F(CoordinatorShards, ExpiredLeaseGoesBackToTheQueueFirst) {
     state.register_dataset("j", plan(3, 1, 30), t);
-    const ShardGrant g = next("a");  // s0, expires at 80
+    const ShardLease g = next("a");  // s0, expires at 80
     state.tick(79.999);
     EXPECT_EQ(state.job("j").shards()->leases().size(), 1u);
     t = 80;
@@ -127,26 +127,26 @@ TEST_F(CoordinatorShards, FailedMembersLeasesAreReassigned) {
 
 TEST_F(CoordinatorShards, LateReportAfterReassignmentCountsOnce) {
     state.register_dataset("j", plan(2, 1, 10), t);
-    const ShardGrant slow = next("a");  // s0
+    const ShardLease slow = next("a");  // s0
     t = 60;
     state.tick(t);
-    const ShardGrant fast = next("b");  // s0 again
+    const ShardLease fast = next("b");  // s0 again
     ASSERT_EQ(fast.shard, slow.shard);
-    EXPECT_EQ(state.shard_done("j", "b", fast.lease, t), DoneOutcome::counted);
-    EXPECT_EQ(state.shard_done("j", "a", slow.lease, t), DoneOutcome::already_done);
-    EXPECT_EQ(state.shard_done("j", "a", slow.lease, t), DoneOutcome::already_done);  // and again
+    EXPECT_EQ(state.shard_done("j", "b", fast.lease, t).outcome, "counted");
+    EXPECT_EQ(state.shard_done("j", "a", slow.lease, t).outcome, "already_done");
+    EXPECT_EQ(state.shard_done("j", "a", slow.lease, t).outcome, "already_done");  // and again
     EXPECT_EQ(progress(0).done, 1u);
     EXPECT_EQ(state.job("j").shards()->counters().duplicate, 2u);
 }
 
 TEST_F(CoordinatorShards, LateReportBeforeTheNewHolderCountsOnce) {
     state.register_dataset("j", plan(2, 1, 10), t);
-    const ShardGrant slow = next("a");
+    const ShardLease slow = next("a");
     t = 60;
     state.tick(t);
-    const ShardGrant fast = next("b");
-    EXPECT_EQ(state.shard_done("j", "a", slow.lease, t), DoneOutcome::counted_late);
-    EXPECT_EQ(state.shard_done("j", "b", fast.lease, t), DoneOutcome::already_done);
+    const ShardLease fast = next("b");
+    EXPECT_EQ(state.shard_done("j", "a", slow.lease, t).outcome, "counted_late");
+    EXPECT_EQ(state.shard_done("j", "b", fast.lease, t).outcome, "already_done");
     EXPECT_EQ(progress(0).done, 1u);
     EXPECT_EQ(progress(0).leased, 0u);
     // The late report took s0 out of the queue; s1 is next.
@@ -154,13 +154,13 @@ TEST_F(CoordinatorShards, LateReportBeforeTheNewHolderCountsOnce) {
     // A late report of a shard still waiting in the queue also removes it.
     t = 80;
     state.tick(t);  // s1's lease expires: back in the queue
-    EXPECT_EQ(state.shard_done("j", "a", 3, t), DoneOutcome::counted_late);
+    EXPECT_EQ(state.shard_done("j", "a", 3, t).outcome, "counted_late");
     EXPECT_TRUE(state.next_shard("j", "b", t).finished);
 }
 
 TEST_F(CoordinatorShards, ReportsAreChecked) {
     state.register_dataset("j", plan(2, 1), t);
-    const ShardGrant g = next("a");
+    const ShardLease g = next("a");
     expect_error([&] { state.shard_done("j", "b", g.lease, t); }, Errc::invalid_argument,
                  "job 'j': lease 1 (shard 's0', epoch 0) was granted to 'a', not 'b'");
     expect_error([&] { state.shard_done("j", "a", 99, t); }, Errc::not_found, "job 'j' never granted lease 99");
@@ -177,7 +177,7 @@ TEST_F(CoordinatorShards, EpochsAreShuffledReproducibly) {
     state.register_dataset("j", p, t);
     std::vector<uint64_t> first;
     for (int i = 0; i < 8; ++i) {
-        const ShardGrant g = next("a");
+        const ShardLease g = next("a");
         first.push_back(g.shard);
         state.shard_done("j", "a", g.lease, t);
     }

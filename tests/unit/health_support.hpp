@@ -2,6 +2,7 @@
 // GPU samples as their heartbeats would carry them.
 #pragma once
 
+#include "coordinator/protocol/metrics.hpp"
 #include "coordinator/state/json_parse.hpp"
 #include "core/json_text.hpp"
 #include "health/sample.hpp"
@@ -20,8 +21,9 @@
 
 namespace cohort::health::testing {
 
-inline Report report(std::string_view text) {
-    return report_from_json(coord::parse_json(text), "metrics");
+// A heartbeat's metrics as the coordinator's route reads them.
+inline HeartbeatMetrics report(std::string_view text) {
+    return coord::protocol::metrics_from_json(coord::parse_json(text), "metrics", coord::protocol::kRequest);
 }
 
 struct Member {
@@ -50,7 +52,7 @@ struct Job {
 inline double feed(NodeWindow& w, int count, double step_time, double t0 = 0, double collective_wait = 0) {
     const uint64_t first = w.step().value_or(0) + 1;
     for (int i = 0; i < count; ++i) {
-        Report r;
+        HeartbeatMetrics r;
         r.step = first + static_cast<uint64_t>(i);
         r.step_time = step_time;
         if (collective_wait > 0) r.collective_wait = collective_wait;
@@ -61,10 +63,10 @@ inline double feed(NodeWindow& w, int count, double step_time, double t0 = 0, do
 
 // A heartbeat with only collective state and a GPU sample.
 inline void beat(NodeWindow& w, double at, std::optional<uint64_t> seq, bool inside, const GpuSample* gpu = nullptr) {
-    Report r;
+    HeartbeatMetrics r;
     r.collective_seq = seq;
     if (seq) r.in_collective = inside;
-    if (gpu != nullptr) r.gpu = coord::parse_json(gpu->to_json());
+    if (gpu != nullptr) r.gpu_json = gpu->to_json();
     w.add(r, at);
 }
 

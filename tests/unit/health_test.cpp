@@ -1,5 +1,7 @@
 // health: heartbeat metrics parsing, the per-member window, straggler scores
 // and the settings. Hang detection and diagnosis: health_hang_test.cpp.
+#include "coordinator/protocol/metrics.hpp"
+#include "coordinator/state/settings.hpp"
 #include "health/settings.hpp"
 #include "health/straggler.hpp"
 
@@ -15,8 +17,10 @@ using coord::parse_json;
 using coord::testing::expect_error;
 using namespace testing;
 
+// The heartbeat's metrics as the route reads them (coordinator/protocol):
+// what the health windows are fed.
 TEST(HealthReport, ParsesEveryFieldAndPrintsItBack) {
-    const Report r = report(R"({"step": 12, "step_time": 0.5, "samples_per_sec": 256, "data_wait": 0.01,
+    const HeartbeatMetrics r = report(R"({"step": 12, "step_time": 0.5, "samples_per_sec": 256, "data_wait": 0.01,
         "collective_wait": 0.2, "collective_seq": 57, "in_collective": true, "gpu": {"gpus": []},
         "samples": [{"age": 1.5, "step": 11, "step_time": 0.4}, {"step": 12}]})");
     EXPECT_EQ(r.step, 12u);
@@ -24,12 +28,13 @@ TEST(HealthReport, ParsesEveryFieldAndPrintsItBack) {
     EXPECT_EQ(r.collective_seq, 57u);
     EXPECT_EQ(r.in_collective, true);
     ASSERT_EQ(r.samples.size(), 2u);
-    EXPECT_EQ(r.samples[0].time, -1.5);  // relative to sending
+    EXPECT_EQ(r.samples[0].age, 1.5);  // before sending
     EXPECT_EQ(r.samples[0].step_time, 0.4);
     EXPECT_FALSE(r.samples[0].data_wait);
-    EXPECT_EQ(r.samples[1].time, 0);
-    EXPECT_EQ(report_from_json(to_json(r), "again"), r);
-    EXPECT_EQ(report("{}"), Report{});
+    EXPECT_EQ(r.samples[1].age, 0);
+    EXPECT_EQ(r.gpu_json, R"({"gpus":[]})");
+    EXPECT_EQ(coord::protocol::metrics_from_json(coord::protocol::to_json(r), "again", coord::protocol::kJournal), r);
+    EXPECT_EQ(report("{}"), HeartbeatMetrics{});
 }
 
 TEST(HealthReport, BadMetricsNameTheField) {
@@ -46,8 +51,8 @@ TEST(HealthReport, BadMetricsNameTheField) {
         "metrics: samples[1]: age: must not be negative, not -2");
     bad(R"({"samples": [{"age": 1}]})", "metrics: samples[0]: missing field 'step'");
     bad(R"({"samples": [{"step": 1, "gpu": 1}]})", "metrics: samples[0]: unknown field 'gpu'");
-    expect_error([] { report_from_json(parse_json("[]"), "hb", Errc::parse); }, Errc::parse,
-                 "hb: expected an object, not a list");
+    expect_error([] { coord::protocol::metrics_from_json(parse_json("[]"), "hb", coord::protocol::kJournal); },
+                 Errc::parse, "hb: expected an object, not a list");
 }
 
 TEST(HealthWindow, KeepsEachStepOnceAtItsReceiveTime) {
@@ -206,26 +211,33 @@ TEST(HealthStraggler, OnlyAfterStragglerForAndClearsWhenFast) {
     EXPECT_EQ(tracker.evaluate(in, 110, s).nodes[3].slow_since, 110);
 }
 
+// Health settings are a job's settings' "health" object: read by the
+// protocol, given their defaults and checked by health::resolve.
+Settings settings_from_text(std::string_view health) {
+    return coord::settings_from_json(parse_json(fmt::format(R"({{"health": {}}})", health))).health;
+}
+
 TEST(HealthSettings, DefaultsRoundTripAndErrors) {
-    EXPECT_EQ(settings_from_json(parse_json("{}")), Settings{});
-    const Settings s = settings_from_json(parse_json(R"({"window": 60, "window_seconds": 30, "recent": 5,
+    EXPECT_EQ(settings_from_text("{}"), Settings{});
+    const Settings s = settings_from_text(R"({"window": 60, "window_seconds": 30, "recent": 5,
         "min_samples": 2, "straggler_threshold": 0.8, "straggler_for": 10, "reference": "best",
-        "hang_timeout": 120, "gpu_temperature_limit": 85})"));
+        "hang_timeout": 120, "gpu_temperature_limit": 85})");
     EXPECT_EQ(s.reference, Reference::best);
     EXPECT_EQ(s.window, 60u);
-    EXPECT_EQ(settings_from_json(to_json(s)), s);
+    EXPECT_EQ(resolve(published(s)), s);
     const auto bad = [](const char* text, const char* message) {
-        expect_error([&] { settings_from_json(parse_json(text)); }, Errc::invalid_argument, message);
+        expect_error([&] { settings_from_text(text); }, Errc::invalid_argument, message);
     };
-    bad(R"({"windw": 1})", "health settings: unknown field 'windw' (did you mean 'window'?)");
-    bad(R"({"window": 0})", "health settings: window must be from 1 to 100000 samples, not 0");
-    bad(R"({"window": -1})", "health settings: window: must not be negative, not -1");
-    bad(R"({"min_samples": 9, "window": 5})", "health settings: min_samples (9) is above window (5)");
+    bad(R"({"windw": 1})", "job settings: health: unknown field 'windw' (did you mean 'window'?)");
+    bad(R"({"window": 0})", "job settings: health: window must be from 1 to 100000 samples, not 0");
+    bad(R"({"window": 100001})", "job settings: health: window must be from 1 to 100000 samples, not 100001");
+    bad(R"({"window": -1})", "job settings: health: window: must not be negative, not -1");
+    bad(R"({"min_samples": 9, "window": 5})", "job settings: health: min_samples (9) is above window (5)");
     bad(R"({"straggler_threshold": 1.5})", "straggler_threshold must be more than 0 and at most 1, not 1.5");
-    bad(R"({"hang_timeout": 0})", "health settings: hang_timeout must be more than 0 seconds, not 0");
+    bad(R"({"hang_timeout": 0})", "job settings: health: hang_timeout must be more than 0 seconds, not 0");
     bad(R"({"straggler_for": -1})", "straggler_for must be 0 or more seconds, not -1");
-    bad(R"({"reference": "mean"})", R"(health settings: reference: must be "median" or "best", not "mean")");
-    bad(R"({"hang_timeout": "5m"})", "health settings: hang_timeout: must be a number, not a string");
+    bad(R"({"reference": "mean"})", R"(job settings: health: reference: must be "median" or "best", not "mean")");
+    bad(R"({"hang_timeout": "5m"})", "job settings: health: hang_timeout: must be a number, not a string");
     expect_error([] { validate(Settings{.recent = 0}); }, Errc::invalid_argument,
                  "health settings: recent must be at least 1 sample, not 0");
 }

@@ -2,7 +2,6 @@
 // checks and message helpers the backends share (backends.hpp).
 #include "comm/store/backends.hpp"
 #include "comm/store/protocol.hpp"
-#include "coordinator/client/coordinator_store.hpp"
 
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
@@ -12,6 +11,8 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -150,9 +151,38 @@ std::shared_ptr<Store> open_file_url(std::string_view url, std::string_view rest
     return open_file_store(std::filesystem::path(path), options);
 }
 
+// The schemes registered by the layers above, by name. A function's static,
+// so that registrations made while the library loads find it constructed.
+struct SchemeRegistry {
+    std::mutex mutex;
+    std::map<std::string, StoreOpener, std::less<>> openers;
+};
+
+SchemeRegistry& schemes() {
+    static SchemeRegistry registry;
+    return registry;
+}
+
 }  // namespace
 
 }  // namespace detail
+
+void register_store_scheme(std::string scheme, StoreOpener opener) {
+    if (scheme.empty() || scheme.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789+-.") != std::string::npos) {
+        throw Error(Errc::invalid_argument,
+                    fmt::format("register_store_scheme: '{}' is not a scheme (lowercase letters, digits, '+', '-', "
+                                "'.')",
+                                scheme));
+    }
+    if (scheme == "tcp" || scheme == "file") {
+        throw Error(Errc::invalid_argument,
+                    fmt::format("register_store_scheme: {}:// is built in and cannot be replaced", scheme));
+    }
+    if (!opener) throw Error(Errc::invalid_argument, fmt::format("register_store_scheme: {}: no opener", scheme));
+    auto& registry = detail::schemes();
+    std::lock_guard lock(registry.mutex);
+    registry.openers[std::move(scheme)] = std::move(opener);
+}
 
 std::shared_ptr<Store> open_store(std::string_view url, const StoreOptions& options) {
     if (options.timeout <= std::chrono::milliseconds::zero()) {
@@ -171,10 +201,17 @@ std::shared_ptr<Store> open_store(std::string_view url, const StoreOptions& opti
     const std::string_view rest = url.substr(sep + 3);
     if (scheme == "tcp") return detail::open_tcp_url(url, rest, options);
     if (scheme == "file") return detail::open_file_url(url, rest, options);
-    if (scheme == "coordinator") return detail::open_coordinator_url(url, rest, options);
+    StoreOpener opener;
+    std::string known = "tcp://, file://";
+    {
+        auto& registry = detail::schemes();
+        std::lock_guard lock(registry.mutex);
+        if (const auto it = registry.openers.find(scheme); it != registry.openers.end()) opener = it->second;
+        for (const auto& [name, unused] : registry.openers) known += fmt::format(", {}://", name);
+    }
+    if (opener) return opener(url, rest, options);
     throw Error(Errc::invalid_argument,
-                fmt::format("store URL '{}': unknown scheme '{}' (expected tcp://, file:// or coordinator://)", url,
-                            scheme));
+                fmt::format("store URL '{}': unknown scheme '{}' (expected {})", url, scheme, known));
 }
 
 }  // namespace cohort

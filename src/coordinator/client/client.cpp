@@ -1,5 +1,9 @@
 // CoordinatorClient: retries, error mapping, jobs and rendezvous.
 #include "coordinator/client/client_call.hpp"
+#include "coordinator/protocol/descriptor.hpp"
+#include "coordinator/protocol/job_settings.hpp"
+#include "coordinator/protocol/metrics.hpp"
+#include "coordinator/protocol/replies.hpp"
 
 #include <boost/json/object.hpp>
 #include <boost/json/parse.hpp>
@@ -67,42 +71,6 @@ Error error_from_reply(const std::string& url, std::string_view method, const st
     return Error(code_for_status(reply.status),
                  fmt::format("coordinator {}: {} {}: {} (HTTP {}{})", url, method, target, detail, reply.status,
                              error.empty() ? "" : " " + error));
-}
-
-namespace {
-
-const json::value& field(const json::value& reply, std::string_view name, std::string_view what) {
-    const json::object* o = reply.if_object();
-    const json::value* v = o != nullptr ? o->if_contains(name) : nullptr;
-    if (v == nullptr) {
-        throw Error(Errc::peer_failed, fmt::format("coordinator reply to {}: no field '{}'", what, name));
-    }
-    return *v;
-}
-
-[[noreturn]] void wrong_type(std::string_view name, std::string_view what, std::string_view type) {
-    throw Error(Errc::peer_failed, fmt::format("coordinator reply to {}: '{}' is not {}", what, name, type));
-}
-
-}  // namespace
-
-uint64_t uint_field(const json::value& reply, std::string_view name, std::string_view what) {
-    const json::value& v = field(reply, name, what);
-    if (v.is_uint64()) return v.as_uint64();
-    if (v.is_int64() && v.as_int64() >= 0) return static_cast<uint64_t>(v.as_int64());
-    wrong_type(name, what, "a whole number");
-}
-
-std::string string_field(const json::value& reply, std::string_view name, std::string_view what) {
-    const json::value& v = field(reply, name, what);
-    if (!v.is_string()) wrong_type(name, what, "a string");
-    return std::string(v.as_string());
-}
-
-bool bool_field(const json::value& reply, std::string_view name, std::string_view what) {
-    const json::value& v = field(reply, name, what);
-    if (!v.is_bool()) wrong_type(name, what, "true or false");
-    return v.as_bool();
 }
 
 }  // namespace coord::client
@@ -209,29 +177,30 @@ const std::string& CoordinatorClient::url() const {
 
 namespace {
 
-json::object settings_json(const JobSettings& s) {
-    json::object o;
-    if (s.min_nodes) o["min_nodes"] = *s.min_nodes;
-    if (s.max_nodes) o["max_nodes"] = *s.max_nodes;
-    if (s.last_call) o["last_call"] = *s.last_call;
-    if (s.node_unit) o["node_unit"] = *s.node_unit;
-    if (s.join_timeout) o["join_timeout"] = *s.join_timeout;
-    if (s.heartbeat_interval) o["heartbeat_interval"] = *s.heartbeat_interval;
-    if (s.failure_timeout) o["failure_timeout"] = *s.failure_timeout;
-    if (s.rejoin) o["rejoin"] = *s.rejoin;
-    const HealthSettings& h = s.health;
-    json::object health;
-    if (h.window) health["window"] = *h.window;
-    if (h.window_seconds) health["window_seconds"] = *h.window_seconds;
-    if (h.recent) health["recent"] = *h.recent;
-    if (h.min_samples) health["min_samples"] = *h.min_samples;
-    if (h.straggler_threshold) health["straggler_threshold"] = *h.straggler_threshold;
-    if (h.straggler_for) health["straggler_for"] = *h.straggler_for;
-    if (h.reference) health["reference"] = *h.reference;
-    if (h.hang_timeout) health["hang_timeout"] = *h.hang_timeout;
-    if (h.gpu_temperature_limit) health["gpu_temperature_limit"] = *h.gpu_temperature_limit;
-    if (!health.empty()) o["health"] = std::move(health);
-    return o;
+// The join message is a cohort::Node; MemberDescriptor is the client's way
+// to spell one, with the role as text.
+Node node_of(const MemberDescriptor& d) {
+    Node node;
+    node.id = d.id;
+    node.host = d.host;
+    node.address = d.address;
+    if (!d.role.empty()) {
+        const auto role = parse_role(d.role);
+        if (!role) {
+            throw Error(Errc::invalid_argument,
+                        fmt::format("join: node '{}': unknown role '{}' (expected worker, chief, evaluator, "
+                                    "parameter_server or coordinator)",
+                                    d.id, d.role));
+        }
+        node.role = *role;
+    }
+    node.set_label(Level::network_switch, d.switch_label);
+    node.set_label(Level::rack, d.rack);
+    node.set_label(Level::zone, d.zone);
+    node.set_label(Level::region, d.region);
+    node.gpu_count = d.gpus.value_or(0);
+    node.gpu_memory_bytes = d.gpu_memory.value_or(0);
+    return node;
 }
 
 json::value parse_argument(std::string_view text, std::string_view what) {
@@ -243,40 +212,12 @@ json::value parse_argument(std::string_view text, std::string_view what) {
     return v;
 }
 
-json::object metrics_json(const HeartbeatMetrics& metrics) {
-    json::object m;
-    if (metrics.step) m["step"] = *metrics.step;
-    if (metrics.step_time) m["step_time"] = *metrics.step_time;
-    if (metrics.samples_per_sec) m["samples_per_sec"] = *metrics.samples_per_sec;
-    if (metrics.data_wait) m["data_wait"] = *metrics.data_wait;
-    if (metrics.collective_wait) m["collective_wait"] = *metrics.collective_wait;
-    if (metrics.collective_seq) m["collective_seq"] = *metrics.collective_seq;
-    if (metrics.in_collective) m["in_collective"] = *metrics.in_collective;
-    if (!metrics.gpu_json.empty()) m["gpu"] = parse_argument(metrics.gpu_json, "heartbeat: metrics.gpu");
-    if (!metrics.samples.empty()) {
-        json::array samples;
-        samples.reserve(metrics.samples.size());
-        for (const StepSample& s : metrics.samples) {
-            json::object o;
-            o["age"] = s.age;
-            o["step"] = s.step;
-            if (s.step_time) o["step_time"] = *s.step_time;
-            if (s.samples_per_sec) o["samples_per_sec"] = *s.samples_per_sec;
-            if (s.data_wait) o["data_wait"] = *s.data_wait;
-            if (s.collective_wait) o["collective_wait"] = *s.collective_wait;
-            samples.push_back(std::move(o));
-        }
-        m["samples"] = std::move(samples);
-    }
-    return m;
-}
-
 }  // namespace
 
 std::string CoordinatorClient::create_job(std::string_view name, const JobSettings& settings) {
     json::object body;
     body["name"] = name;
-    body["settings"] = settings_json(settings);
+    body["settings"] = coord::protocol::to_json(settings);
     const json::value b = body;
     return json::serialize(impl_->call_json("POST", "/v1/jobs", &b));
 }
@@ -293,33 +234,19 @@ std::string CoordinatorClient::job_state(std::string_view name) {
     return json::serialize(impl_->call_json("GET", job_path(name)));
 }
 
+JobSettings CoordinatorClient::job_settings(std::string_view name) {
+    return coord::protocol::job_settings_from_json(impl_->call_json("GET", job_path(name) + "/settings"),
+                                                   "coordinator reply to settings", coord::protocol::kReply);
+}
+
 void CoordinatorClient::delete_job(std::string_view name) {
     impl_->call_json("DELETE", job_path(name));
 }
 
 JoinReply CoordinatorClient::join(std::string_view job, const MemberDescriptor& node) {
-    json::object d;
-    d["id"] = node.id;
-    if (!node.host.empty()) d["host"] = node.host;
-    if (!node.address.empty()) d["address"] = node.address;
-    if (!node.role.empty()) d["role"] = node.role;
-    json::object locality;
-    if (!node.switch_label.empty()) locality["switch"] = node.switch_label;
-    if (!node.rack.empty()) locality["rack"] = node.rack;
-    if (!node.zone.empty()) locality["zone"] = node.zone;
-    if (!node.region.empty()) locality["region"] = node.region;
-    if (!locality.empty()) d["locality"] = std::move(locality);
-    if (node.gpus) d["gpus"] = *node.gpus;
-    if (node.gpu_memory) d["gpu_memory"] = *node.gpu_memory;
-    const json::value b = d;
-    const json::value r = impl_->call_json("POST", job_path(job) + "/join", &b);
-    JoinReply reply;
-    reply.state = string_field(r, "state", "join");
-    reply.generation = uint_field(r, "generation", "join");
-    if (const auto* rank = r.as_object().if_contains("rank"); rank != nullptr && !rank->is_null()) {
-        reply.rank = static_cast<uint32_t>(uint_field(r, "rank", "join"));
-    }
-    return reply;
+    const json::value b = coord::descriptor_to_json(node_of(node));
+    return coord::protocol::join_reply_from_json(impl_->call_json("POST", job_path(job) + "/join", &b),
+                                                 "coordinator reply to join", coord::protocol::kReply);
 }
 
 HeartbeatReply CoordinatorClient::heartbeat(std::string_view job, std::string_view member, uint64_t generation,
@@ -327,16 +254,10 @@ HeartbeatReply CoordinatorClient::heartbeat(std::string_view job, std::string_vi
     json::object body;
     body["member"] = member;
     body["generation"] = generation;
-    if (metrics) body["metrics"] = metrics_json(*metrics);
+    if (metrics) body["metrics"] = coord::protocol::to_json(*metrics);
     const json::value b = body;
-    const json::value r = impl_->call_json("POST", job_path(job) + "/heartbeat", &b);
-    HeartbeatReply reply{uint_field(r, "generation", "heartbeat"), string_field(r, "state", "heartbeat"),
-                         bool_field(r, "rendezvous", "heartbeat"), std::nullopt, std::nullopt};
-    if (r.as_object().contains("rank")) {
-        reply.rank = static_cast<uint32_t>(uint_field(r, "rank", "heartbeat"));
-        reply.world_size = static_cast<uint32_t>(uint_field(r, "world_size", "heartbeat"));
-    }
-    return reply;
+    return coord::protocol::heartbeat_reply_from_json(impl_->call_json("POST", job_path(job) + "/heartbeat", &b),
+                                                      "coordinator reply to heartbeat", coord::protocol::kReply);
 }
 
 void CoordinatorClient::leave(std::string_view job, std::string_view member, std::string_view failure) {
@@ -351,39 +272,14 @@ RoundReply CoordinatorClient::request_round(std::string_view job, std::string_vi
     json::object body;
     body["member"] = member;
     const json::value b = body;
-    const json::value r = impl_->call_json("POST", job_path(job) + "/round", &b);
-    return RoundReply{bool_field(r, "round_open", "round"), uint_field(r, "generation", "round")};
+    return coord::protocol::round_reply_from_json(impl_->call_json("POST", job_path(job) + "/round", &b),
+                                                  "coordinator reply to round", coord::protocol::kReply);
 }
 
 MemberWorld CoordinatorClient::world(std::string_view job, std::string_view member, bool with_peers) {
     const json::value r = impl_->call_json(
         "GET", job_path(job) + "/world?member=" + percent_encode(member) + (with_peers ? "" : "&peers=false"));
-    MemberWorld w;
-    w.generation = uint_field(r, "generation", "world");
-    w.active = string_field(r, "state", "world") == "active";
-    if (!w.active) return w;
-    auto u32 = [&](std::string_view name) { return static_cast<uint32_t>(uint_field(r, name, "world")); };
-    w.rank = u32("rank");
-    w.world_size = u32("world_size");
-    w.local_rank = u32("local_rank");
-    w.local_world_size = u32("local_world_size");
-    w.node_rank = u32("node_rank");
-    if (!with_peers) return w;
-    const json::value& peers = r.as_object().at("peers");
-    if (!peers.is_array()) throw Error(Errc::peer_failed, "coordinator reply to world: 'peers' is not an array");
-    for (const json::value& p : peers.as_array()) {
-        WorldPeer peer;
-        peer.rank = static_cast<uint32_t>(uint_field(p, "rank", "world: peers"));
-        peer.id = string_field(p, "id", "world: peers");
-        if (const auto* h = p.as_object().if_contains("host"); h != nullptr && h->is_string()) {
-            peer.host = std::string(h->as_string());
-        }
-        if (const auto* a = p.as_object().if_contains("address"); a != nullptr && a->is_string()) {
-            peer.address = std::string(a->as_string());
-        }
-        w.peers.push_back(std::move(peer));
-    }
-    return w;
+    return coord::protocol::world_from_json(r, "coordinator reply to world", coord::protocol::kReply);
 }
 
 MemberWorld CoordinatorClient::wait_for_world(std::string_view job, std::string_view member,
@@ -391,16 +287,8 @@ MemberWorld CoordinatorClient::wait_for_world(std::string_view job, std::string_
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     const auto deadline = start + std::max(timeout, std::chrono::milliseconds::zero());
-    std::chrono::milliseconds interval{1000};
-    {
-        const json::value state = json::parse(job_state(job));
-        const json::value* s = state.as_object().if_contains("settings");
-        const json::value* hb =
-            s != nullptr && s->is_object() ? s->as_object().if_contains("heartbeat_interval") : nullptr;
-        if (hb != nullptr && hb->is_number()) {
-            interval = std::chrono::milliseconds(static_cast<int64_t>(hb->to_number<double>() * 1000.0));
-        }
-    }
+    const auto interval =
+        std::chrono::milliseconds(static_cast<int64_t>(job_settings(job).heartbeat_interval.value_or(1.0) * 1000.0));
     // The world is read more often than the heartbeat is sent, so that a
     // round that closes is seen at once.
     const auto poll = std::clamp(interval, std::chrono::milliseconds(10), std::chrono::milliseconds(100));

@@ -1,5 +1,6 @@
 // What the client's source files share: the retry loop around one HTTP
-// exchange, the mapping of error answers to cohort::Error, and JSON helpers.
+// exchange and the mapping of error answers to cohort::Error. The bodies
+// are read and written by coordinator/protocol.
 #pragma once
 
 #include "coordinator/client/http_pool.hpp"
@@ -42,11 +43,6 @@ std::string job_path(std::string_view job);
 Error error_from_reply(const std::string& url, std::string_view method, const std::string& target,
                        const HttpReply& reply);
 Errc code_for_status(long status);
-
-// Field readers that name the reply in their errors.
-uint64_t uint_field(const boost::json::value& reply, std::string_view name, std::string_view what);
-std::string string_field(const boost::json::value& reply, std::string_view name, std::string_view what);
-bool bool_field(const boost::json::value& reply, std::string_view name, std::string_view what);
 
 }  // namespace coord::client
 

@@ -3,7 +3,8 @@
 #include "comm/store/backends.hpp"
 #include "coordinator/client/client_call.hpp"
 #include "coordinator/client/coordinator_store.hpp"
-#include "coordinator/state/json_bytes.hpp"
+#include "coordinator/protocol/replies.hpp"
+#include "coordinator/protocol/store.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -32,16 +33,6 @@ std::string store_path(std::string_view job, uint64_t generation) {
 
 std::string key_path(std::string_view job, uint64_t generation, std::string_view key) {
     return store_path(job, generation) + "/" + percent_encode(key);
-}
-
-int64_t int_field(const json::value& reply, std::string_view name, std::string_view what) {
-    const json::object* o = reply.if_object();
-    const json::value* v = o != nullptr ? o->if_contains(name) : nullptr;
-    if (v != nullptr && v->is_int64()) return v->as_int64();
-    if (v != nullptr && v->is_uint64() && v->as_uint64() <= uint64_t(INT64_MAX)) {
-        return static_cast<int64_t>(v->as_uint64());
-    }
-    throw Error(Errc::peer_failed, fmt::format("coordinator reply to {}: '{}' is not an integer", what, name));
 }
 
 }  // namespace
@@ -85,27 +76,17 @@ std::optional<std::string> CoordinatorClient::store_try_get(std::string_view job
 }
 
 int64_t CoordinatorClient::store_add(std::string_view job, uint64_t generation, std::string_view key, int64_t delta) {
-    json::object body;
-    body["delta"] = delta;
-    const json::value b = body;
-    return int_field(impl_->call_json("POST", key_path(job, generation, key) + "/add", &b), "value", "store add");
+    const json::value b = coord::protocol::add_request(delta);
+    return coord::protocol::add_reply_from_json(impl_->call_json("POST", key_path(job, generation, key) + "/add", &b),
+                                                "coordinator reply to store add", coord::protocol::kReply);
 }
 
 StoreCasResult CoordinatorClient::store_compare_and_set(std::string_view job, uint64_t generation, std::string_view key,
                                                         const std::optional<std::string>& expected,
                                                         std::string_view desired) {
-    json::object body;
-    body["expected"] = expected ? coord::bytes_to_json(*expected) : json::value(nullptr);
-    body["desired"] = coord::bytes_to_json(desired);
-    const json::value b = body;
-    const json::value r = impl_->call_json("POST", key_path(job, generation, key) + "/cas", &b);
-    StoreCasResult result;
-    result.stored = bool_field(r, "stored", "store cas");
-    const json::value* v = r.as_object().if_contains("value");
-    if (v != nullptr && !v->is_null()) {
-        result.value = coord::bytes_from_json(*v, "coordinator reply to store cas: value", Errc::peer_failed);
-    }
-    return result;
+    const json::value b = coord::protocol::to_json(coord::protocol::StoreCasRequest{expected, std::string(desired)});
+    return coord::protocol::cas_result_from_json(impl_->call_json("POST", key_path(job, generation, key) + "/cas", &b),
+                                                 "coordinator reply to store cas", coord::protocol::kReply);
 }
 
 void CoordinatorClient::store_wait(std::string_view job, uint64_t generation, std::span<const std::string> keys,
@@ -116,12 +97,8 @@ void CoordinatorClient::store_wait(std::string_view job, uint64_t generation, st
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         const auto wait = std::clamp(left, std::chrono::milliseconds(timeout.count() > 0 ? 1 : 0), kMaxParked);
-        json::object body;
-        json::array k;
-        for (const auto& key : keys) k.emplace_back(key);
-        body["keys"] = std::move(k);
-        body["timeout_ms"] = wait.count();
-        const std::string text = json::serialize(body);
+        const std::string text = json::serialize(coord::protocol::to_json(coord::protocol::StoreWaitRequest{
+            std::vector<std::string>(keys.begin(), keys.end()), static_cast<uint64_t>(wait.count())}));
         try {
             impl_->call("POST", store_path(job, generation) + "/wait", text, "application/json", wait);
             return;
@@ -132,7 +109,8 @@ void CoordinatorClient::store_wait(std::string_view job, uint64_t generation, st
 }
 
 bool CoordinatorClient::store_remove(std::string_view job, uint64_t generation, std::string_view key) {
-    return bool_field(impl_->call_json("DELETE", key_path(job, generation, key)), "removed", "store delete");
+    return coord::protocol::remove_reply_from_json(impl_->call_json("DELETE", key_path(job, generation, key)),
+                                                   "coordinator reply to store delete", coord::protocol::kReply);
 }
 
 std::string CoordinatorClient::register_dataset(std::string_view job, std::string_view plan_json) {
@@ -147,20 +125,8 @@ ShardLease CoordinatorClient::next_shard(std::string_view job, std::string_view 
     json::object body;
     body["member"] = member;
     const json::value b = body;
-    const json::value r = impl_->call_json("POST", job_path(job) + "/shards/next", &b);
-    ShardLease lease;
-    lease.finished = bool_field(r, "finished", "shards/next");
-    if (r.as_object().if_contains("lease") == nullptr) return lease;
-    lease.granted = true;
-    lease.lease = uint_field(r, "lease", "shards/next");
-    lease.shard_id = string_field(r, "shard_id", "shards/next");
-    lease.shard = uint_field(r, "shard", "shards/next");
-    lease.epoch = static_cast<uint32_t>(uint_field(r, "epoch", "shards/next"));
-    lease.bytes = uint_field(r, "bytes", "shards/next");
-    if (const json::value* e = r.as_object().if_contains("expiry"); e != nullptr && e->is_number()) {
-        lease.expiry = e->to_number<double>();
-    }
-    return lease;
+    return coord::protocol::lease_from_json(impl_->call_json("POST", job_path(job) + "/shards/next", &b),
+                                            "coordinator reply to shards/next", coord::protocol::kReply);
 }
 
 ShardDone CoordinatorClient::shard_done(std::string_view job, std::string_view member, uint64_t lease) {
@@ -168,8 +134,8 @@ ShardDone CoordinatorClient::shard_done(std::string_view job, std::string_view m
     body["member"] = member;
     body["lease"] = lease;
     const json::value b = body;
-    const json::value r = impl_->call_json("POST", job_path(job) + "/shards/done", &b);
-    return ShardDone{string_field(r, "outcome", "shards/done"), bool_field(r, "counted", "shards/done")};
+    return coord::protocol::done_from_json(impl_->call_json("POST", job_path(job) + "/shards/done", &b),
+                                           "coordinator reply to shards/done", coord::protocol::kReply);
 }
 
 namespace {
@@ -316,4 +282,24 @@ std::shared_ptr<Store> detail::open_coordinator_url(std::string_view url, std::s
     return coordinator_store(std::move(client), job, generation);
 }
 
+namespace {
+
+// coordinator:// joins open_store's schemes when the library loads: the
+// collectives, which open stores, sit below the coordinator and cannot name it.
+[[maybe_unused]] const bool kCoordinatorSchemeRegistered = [] {
+    register_store_scheme("coordinator", detail::open_coordinator_url);
+    return true;
+}();
+
+}  // namespace
+
 }  // namespace cohort
+
+// A program linked with the static library gets this object (and with it the
+// registration above) only if it names something here: CMake's
+// cohort::cohort_static target passes -u with this symbol for that. Not
+// named cohort_*, so the shared library does not export it.
+extern "C" {
+extern const int libcohort_link_coordinator_store;
+const int libcohort_link_coordinator_store = 1;
+}

@@ -1,8 +1,8 @@
 // Journal lines and snapshot files as checksummed JSON records.
 #include "coordinator/journal/record.hpp"
 
-#include "coordinator/state/json_fields.hpp"
 #include "coordinator/state/json_parse.hpp"
+#include "core/json_fields.hpp"
 #include "core/json_text.hpp"
 
 #include <array>
@@ -82,7 +82,7 @@ std::optional<std::string> checksum_problem(std::string_view record) {
 
 JournalEntry read_journal_line(std::string_view record) {
     const json::value value = parse_json(record);
-    FieldReader reader(value, "journal line", Errc::parse);
+    detail::FieldReader reader(value, "journal line", Errc::parse);
     reader.allow({"seq", "event", "crc32"});
     JournalEntry entry{reader.uint("seq"), event_from_json(reader.value("event"))};
     return entry;
@@ -90,7 +90,7 @@ JournalEntry read_journal_line(std::string_view record) {
 
 SnapshotRecord read_snapshot(std::string_view record) {
     json::value value = parse_json(record);
-    FieldReader reader(value, "snapshot", Errc::parse);
+    detail::FieldReader reader(value, "snapshot", Errc::parse);
     reader.allow({"format", "version", "seq", "state", "crc32"});
     if (reader.string("format") != kSnapshotFormat) {
         reader.fail("format", fmt::format("is '{}', expected '{}'", reader.string("format"), kSnapshotFormat));

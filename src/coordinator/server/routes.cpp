@@ -1,13 +1,14 @@
 // What each request does: authorisation, routing, and the job, rendezvous
 // and shard routes. The store's routes are in store_routes.cpp.
+#include "coordinator/protocol/descriptor.hpp"
+#include "coordinator/protocol/metrics.hpp"
+#include "coordinator/protocol/replies.hpp"
 #include "coordinator/server/request_body.hpp"
 #include "coordinator/server/session.hpp"
 #include "coordinator/state/dataset_plan.hpp"
-#include "coordinator/state/descriptor.hpp"
-#include "coordinator/state/json_fields.hpp"
 #include "coordinator/state/json_parse.hpp"
+#include "core/json_fields.hpp"
 #include "core/json_text.hpp"
-#include "health/sample.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -48,7 +49,7 @@ Response no_route(const Request& request) {
 }
 
 std::string member_field(const json::value& body, std::string_view where) {
-    FieldReader reader(body, std::string(where), Errc::invalid_argument);
+    detail::FieldReader reader(body, std::string(where), Errc::invalid_argument);
     reader.allow({"member"});
     return reader.string("member");
 }
@@ -131,7 +132,7 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
         }
         if (!post) return method_not_allowed(request, "GET, POST");
         const json::value body = body_json(request, "create job");
-        coord::FieldReader reader(body, "create job", Errc::invalid_argument);
+        detail::FieldReader reader(body, "create job", Errc::invalid_argument);
         reader.allow({"name", "settings"});
         const std::string name = reader.string("name");
         coord::JobSettings settings;
@@ -161,19 +162,24 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
         if (!post) return method_not_allowed(request, "POST");
         const std::string where = fmt::format("shards/{} of job '{}'", p[4], job);
         const json::value body = body_json(request, where);
-        coord::FieldReader reader(body, where, Errc::invalid_argument);
+        detail::FieldReader reader(body, where, Errc::invalid_argument);
         if (p[4] == "next") {
             reader.allow({"member"});
             const auto next = state.next_shard(job, reader.string("member"), now());
             changed(job);
-            return json_response(coord::to_json(next));
+            return json_response(coord::protocol::to_json(next));
         }
         reader.allow({"member", "lease"});
         const auto outcome = state.shard_done(job, reader.string("member"), reader.uint("lease"), now());
         changed(job);
-        return json_response(coord::to_json(outcome));
+        return json_response(coord::protocol::to_json(outcome));
     }
     if (p.size() != 4) return no_route(request);
+
+    if (action == "settings") {
+        if (!get) return method_not_allowed(request, "GET");
+        return json_response(coord::to_json(state.job(job).settings()));
+    }
 
     if (action == "world") {
         if (!get) return method_not_allowed(request, "GET");
@@ -182,19 +188,7 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
             throw Error(Errc::invalid_argument, fmt::format("world of job '{}': name the member: ?member=ID", job));
         }
         const std::string& member = member_it->second;
-        const coord::Job& j = state.job(job);
-        const coord::Member* m = j.find_member(member);
-        if (m == nullptr || m->state != coord::MemberState::active) {
-            // Waiting: no world yet; any other state: the state's error.
-            if (!state.world(job, member)) {
-                json::object o;
-                o["state"] = "waiting";
-                o["generation"] = j.generation();
-                return json_response(o);
-            }
-        }
-        const coord::World& w = j.world();
-        const coord::WorldSlot& mine = w.slots[m->rank];
+        bool with_peers = true;
         if (const auto peers_it = target.query.find("peers"); peers_it != target.query.end()) {
             if (peers_it->second != "false" && peers_it->second != "true") {
                 throw Error(Errc::invalid_argument,
@@ -204,34 +198,24 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
             // The member's place without the peer list: a few dozen bytes
             // instead of one entry per member, so 10,000 members can all
             // read their rank at once.
-            if (peers_it->second == "false") {
-                Response r;
-                r.body = fmt::format(
-                    R"({{"state":"active","generation":{},"rank":{},"world_size":{},"local_rank":{},"local_world_size":{},"node_rank":{}}})",
-                    w.generation, m->rank, w.size(), mine.local_rank, mine.local_world_size, mine.node_rank);
-                return r;
-            }
+            with_peers = peers_it->second == "true";
         }
+        std::optional<MemberWorld> mine = state.world(job, member, false);
+        if (!mine) {
+            // Waiting: no world yet.
+            mine.emplace();
+            mine->generation = state.job(job).generation();
+        }
+        if (!mine->active || !with_peers) return json_response(coord::protocol::to_json(*mine, false));
         // Every member of a generation shares the peers array; only its own
         // place differs.
+        const coord::World& w = state.job(job).world();
         coord::server::WorldCache& cache = worlds[job];
         if (cache.generation != w.generation || cache.formed_at != w.formed_at || cache.peers.empty()) {
-            json::array peers;
-            peers.reserve(w.size());
-            for (uint32_t r = 0; r < w.size(); ++r) {
-                json::object o;
-                o["rank"] = r;
-                o["id"] = w.slots[r].id;
-                o["host"] = w.slots[r].host;
-                o["address"] = w.slots[r].address;
-                peers.push_back(std::move(o));
-            }
-            cache = {w.generation, w.formed_at, detail::to_text(peers)};
+            cache = {w.generation, w.formed_at, detail::to_text(coord::protocol::peers_to_json(w.peers()))};
         }
         Response r;
-        r.body = fmt::format(
-            R"({{"state":"active","generation":{},"rank":{},"world_size":{},"local_rank":{},"local_world_size":{},"node_rank":{},"peers":{}}})",
-            w.generation, m->rank, w.size(), mine.local_rank, mine.local_world_size, mine.node_rank, cache.peers);
+        r.body = coord::protocol::world_text(*mine, cache.peers);
         return r;
     }
 
@@ -243,29 +227,28 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
     const std::string where = fmt::format("{} job '{}'", action, job);
     const json::value body = body_json(request, where);
     if (action == "join") {
-        const coord::JoinReply reply = state.join(job, coord::descriptor_from_json(body, where), now());
+        const JoinReply reply = state.join(job, coord::descriptor_from_json(body, where), now());
         changed(job);
-        return json_response(coord::to_json(reply));
+        return json_response(coord::protocol::to_json(reply));
     }
     if (action == "heartbeat") {
-        coord::FieldReader reader(body, where, Errc::invalid_argument);
+        detail::FieldReader reader(body, where, Errc::invalid_argument);
         reader.allow({"member", "generation", "metrics"});
-        std::optional<coord::HeartbeatMetrics> metrics;
+        std::optional<HeartbeatMetrics> metrics;
         if (const json::value* m = reader.find("metrics")) {
-            metrics = coord::metrics_from_json(*m, where + ": metrics");
-            // Checks the batched samples too, so a bad one is a 400 now
-            // rather than a report the health windows skip later.
-            (void)health::report_from_json(*m, where + ": metrics");
+            // Parsed here, once: the event carries the typed metrics to the
+            // journal and the health windows.
+            metrics = coord::protocol::metrics_from_json(*m, where + ": metrics", coord::protocol::kRequest);
         }
-        const coord::HeartbeatReply reply =
+        const HeartbeatReply reply =
             state.heartbeat(job, reader.string("member"), reader.uint("generation"), std::move(metrics), now());
         changed(job);
-        Response r = json_response(coord::to_json(reply));
+        Response r = json_response(coord::protocol::to_json(reply));
         heartbeat_latency.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         return r;
     }
     if (action == "leave") {
-        coord::FieldReader reader(body, where, Errc::invalid_argument);
+        detail::FieldReader reader(body, where, Errc::invalid_argument);
         reader.allow({"member", "failed"});
         const std::string member = reader.string("member");
         const std::string failure = reader.string_or("failed", "");
@@ -278,10 +261,8 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
     if (action == "round") {
         state.request_round(job, coord::server::member_field(body, where), now());
         changed(job);
-        json::object o;
-        o["round_open"] = state.job(job).round_open();
-        o["generation"] = state.job(job).generation();
-        return json_response(o);
+        return json_response(
+            coord::protocol::to_json(RoundReply{state.job(job).round_open(), state.job(job).generation()}));
     }
     // dataset
     const bool had = state.job(job).shards() != nullptr;

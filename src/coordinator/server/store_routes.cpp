@@ -2,10 +2,9 @@
 // are missing waits on a timer, filed under its job, and is looked at again
 // whenever the job's store or generation changes. Nothing ever blocks the
 // io thread.
+#include "coordinator/protocol/store.hpp"
 #include "coordinator/server/request_body.hpp"
 #include "coordinator/server/session.hpp"
-#include "coordinator/state/json_bytes.hpp"
-#include "coordinator/state/json_fields.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -84,48 +83,27 @@ std::optional<coord::server::Response> Coordinator::Impl::store_route(const std:
         if (method != http::verb::post) return method_not_allowed(request, "POST");
         const std::string what = fmt::format("{}: {} '{}'", where, p[6], key);
         const json::value body = body_json(request, what);
-        coord::FieldReader reader(body, what, Errc::invalid_argument);
         if (p[6] == "add") {
-            reader.allow({"delta"});
-            const int64_t sum = state.store_add(job, generation, key, reader.int64("delta"), now());
+            const int64_t delta = coord::protocol::add_request_from_json(body, what, coord::protocol::kRequest);
+            const int64_t sum = state.store_add(job, generation, key, delta, now());
             changed(job);
-            json::object o;
-            o["value"] = sum;
-            return json_response(o);
+            return json_response(coord::protocol::add_reply(sum));
         }
-        reader.allow({"expected", "desired"});
-        std::optional<std::string> expected;
-        if (const json::value* e = reader.find("expected"); e != nullptr && !e->is_null()) {
-            expected = coord::bytes_from_json(*e, what + ": expected", Errc::invalid_argument);
-        }
-        const std::string desired =
-            coord::bytes_from_json(reader.value("desired"), what + ": desired", Errc::invalid_argument);
+        const auto cas = coord::protocol::cas_request_from_json(body, what, coord::protocol::kRequest);
         const uint64_t before = state.store_version(job, generation);
-        const auto after = state.store_compare_and_set(job, generation, key, expected, desired, now());
+        const auto after = state.store_compare_and_set(job, generation, key, cas.expected, cas.desired, now());
         const bool stored = state.store_version(job, generation) != before;
         if (stored) changed(job);
-        json::object o;
-        o["value"] = after ? coord::bytes_to_json(*after) : json::value(nullptr);
-        o["stored"] = stored;
-        return json_response(o);
+        return json_response(coord::protocol::to_json(StoreCasResult{after, stored}));
     }
 
     if (key == "wait" && method == http::verb::post) {
         const json::value body = body_json(request, where + ": wait");
-        coord::FieldReader reader(body, where + ": wait", Errc::invalid_argument);
-        reader.allow({"keys", "timeout_ms"});
-        std::vector<std::string> keys;
-        for (const json::value& k : reader.array("keys")) {
-            keys.push_back(coord::json_string(k, where + ": wait: keys", Errc::invalid_argument));
-        }
-        if (keys.empty()) reader.fail("keys", "must name at least one key");
-        const auto timeout = wait_limit(reader.uint_or("timeout_ms", 0), where + ": wait");
+        auto wait = coord::protocol::wait_request_from_json(body, where + ": wait", coord::protocol::kRequest);
+        std::vector<std::string> keys = std::move(wait.keys);
+        const auto timeout = wait_limit(wait.timeout_ms, where + ": wait");
         auto missing = state.store_missing(job, generation, keys);
-        if (missing.empty()) {
-            json::object o;
-            o["ready"] = true;
-            return json_response(o);
-        }
+        if (missing.empty()) return json_response(coord::protocol::ready_reply());
         if (timeout.count() == 0) {
             return error_response(408, "timeout", fmt::format("{}: keys not set: {}", where, quoted_list(missing)));
         }
@@ -143,16 +121,12 @@ std::optional<coord::server::Response> Coordinator::Impl::store_route(const std:
         case http::verb::put: {
             state.store_set(job, generation, key, request.body(), now());
             changed(job);
-            json::object o;
-            o["version"] = state.store_version(job, generation);
-            return json_response(o);
+            return json_response(coord::protocol::set_reply(state.store_version(job, generation)));
         }
         case http::verb::delete_: {
             const bool removed = state.store_remove(job, generation, key, now());
             if (removed) changed(job);
-            json::object o;
-            o["removed"] = removed;
-            return json_response(o);
+            return json_response(coord::protocol::remove_reply(removed));
         }
         case http::verb::get: {
             uint64_t timeout_ms = 0;
@@ -224,9 +198,7 @@ void Coordinator::Impl::recheck(std::string_view job, coord::server::ParkedList&
             if (read->get) {
                 finish(read, value_response(j->store().find(read->keys.front())->value));
             } else {
-                json::object o;
-                o["ready"] = true;
-                finish(read, json_response(o));
+                finish(read, json_response(coord::protocol::ready_reply()));
             }
         } catch (const Error& e) {
             finish(read, error_response(e));

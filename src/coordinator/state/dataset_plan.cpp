@@ -1,7 +1,7 @@
 // Dataset plans: checks, JSON, and conversion from a ShardPlan.
 #include "coordinator/state/dataset_plan.hpp"
 
-#include "coordinator/state/json_fields.hpp"
+#include "core/json_fields.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -63,7 +63,7 @@ json::object to_json(const DatasetPlan& plan) {
 }
 
 DatasetPlan plan_from_json(const json::value& value, Errc code) {
-    FieldReader reader(value, "dataset plan", code);
+    detail::FieldReader reader(value, "dataset plan", code);
     reader.allow({"shards", "epochs", "shuffle", "seed", "lease_duration"});
     DatasetPlan plan;
     const uint64_t epochs = reader.uint_or("epochs", plan.epochs);
@@ -76,7 +76,7 @@ DatasetPlan plan_from_json(const json::value& value, Errc code) {
     plan.shards.reserve(shards.size());
     for (std::size_t i = 0; i < shards.size(); ++i) {
         const std::string where = fmt::format("dataset plan: shards[{}]", i);
-        FieldReader shard(shards[i], where, code);
+        detail::FieldReader shard(shards[i], where, code);
         shard.allow({"id", "bytes", "hosts"});
         ShardSpec spec;
         spec.id = shard.string("id");
@@ -84,7 +84,7 @@ DatasetPlan plan_from_json(const json::value& value, Errc code) {
         if (shard.has("hosts")) {
             const json::array& hosts = shard.array("hosts");
             for (std::size_t h = 0; h < hosts.size(); ++h) {
-                spec.hosts.push_back(json_string(hosts[h], fmt::format("{}: hosts[{}]", where, h), code));
+                spec.hosts.push_back(detail::json_string(hosts[h], fmt::format("{}: hosts[{}]", where, h), code));
             }
         }
         plan.shards.push_back(std::move(spec));

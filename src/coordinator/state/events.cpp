@@ -1,9 +1,10 @@
 // Events to and from their journal JSON.
 #include "coordinator/state/events.hpp"
 
-#include "coordinator/state/descriptor.hpp"
-#include "coordinator/state/json_bytes.hpp"
-#include "coordinator/state/json_fields.hpp"
+#include "coordinator/protocol/descriptor.hpp"
+#include "coordinator/protocol/json_bytes.hpp"
+#include "coordinator/protocol/metrics.hpp"
+#include "core/json_fields.hpp"
 
 #include <fmt/format.h>
 #include <boost/json/array.hpp>
@@ -91,7 +92,7 @@ void write(json::object& o, const RoundClosed& e) {
 }
 void write(json::object& o, const Heartbeat& e) {
     o["member"] = e.member;
-    if (e.metrics) o["metrics"] = to_json(*e.metrics);
+    if (e.metrics) o["metrics"] = protocol::to_json(*e.metrics);
 }
 void write(json::object& o, const StoreSet& e) {
     o["generation"] = e.generation;
@@ -120,7 +121,7 @@ void write(json::object& o, const LeaseExpired& e) {
     o["lease"] = e.lease;
 }
 
-Event read(std::string_view type, const FieldReader& r, const std::string& job, double time) {
+Event read(std::string_view type, const detail::FieldReader& r, const std::string& job, double time) {
     const std::string& where = r.where();
     if (type == "job_created") return JobCreated{job, time, settings_from_json(r.value("settings"), kCode)};
     if (type == "job_deleted") return JobDeleted{job, time};
@@ -138,13 +139,15 @@ Event read(std::string_view type, const FieldReader& r, const std::string& job, 
         RoundClosed e{job, time, r.uint("generation"), {}};
         const json::array& ranks = r.array("ranks");
         for (std::size_t i = 0; i < ranks.size(); ++i) {
-            e.ranks.push_back(json_string(ranks[i], fmt::format("{}: ranks[{}]", where, i), kCode));
+            e.ranks.push_back(detail::json_string(ranks[i], fmt::format("{}: ranks[{}]", where, i), kCode));
         }
         return e;
     }
     if (type == "heartbeat") {
         Heartbeat e{job, time, r.string("member"), std::nullopt};
-        if (r.has("metrics")) e.metrics = metrics_from_json(r.value("metrics"), where + ": metrics", kCode);
+        if (r.has("metrics")) {
+            e.metrics = protocol::metrics_from_json(r.value("metrics"), where + ": metrics", protocol::kJournal);
+        }
         return e;
     }
     if (type == "store_set") {
@@ -225,7 +228,7 @@ Event event_from_json(const json::value& value) {
         }
     }
     const std::string type = type_text != nullptr ? std::string(*type_text) : std::string();
-    FieldReader reader(value, type.empty() ? std::string("event") : fmt::format("event '{}'", type), kCode);
+    detail::FieldReader reader(value, type.empty() ? std::string("event") : fmt::format("event '{}'", type), kCode);
     if (type.empty()) reader.string("type");  // the message for a missing or mistyped type
     const auto fields = fields_of(type);
     if (fields.empty()) reader.fail("type", fmt::format("unknown event type '{}'", type));

@@ -227,15 +227,9 @@ void Job::apply(const event::Heartbeat& e) {
     ++m.heartbeats;
     if (e.metrics) {
         auto [it, fresh] = windows_.try_emplace(e.member, settings_.health);
-        try {
-            it->second.add(health::report_from_json(to_json(*e.metrics), "heartbeat metrics"), e.time);
-        } catch (const Error&) {
-            // The route checked the metrics before the event was made; a
-            // journal from an older build may hold what this one rejects.
-            // Health is advice: the heartbeat still counts.
-        }
+        it->second.add(*e.metrics, e.time);
         m.metrics = e.metrics;
-        m.metrics->samples = nullptr;  // in the window now; not kept with the member
+        m.metrics->samples.clear();  // in the window now; not kept with the member
         m.metrics_at = e.time;
     }
 }

@@ -1,7 +1,8 @@
 // A job as JSON: the exact snapshot, and the view GET /v1/jobs/{id} serves.
 #include "coordinator/state/job.hpp"
 
-#include "coordinator/state/json_fields.hpp"
+#include "coordinator/protocol/metrics.hpp"
+#include "core/json_fields.hpp"
 
 #include <fmt/format.h>
 
@@ -54,13 +55,13 @@ json::object Job::snapshot() const {
 
 Job Job::from_snapshot(const json::value& value, std::string_view where) {
     constexpr Errc code = Errc::parse;
-    FieldReader reader(value, std::string(where), code);
+    detail::FieldReader reader(value, std::string(where), code);
     reader.allow({"name", "created_at", "settings", "world", "round", "rounds", "members", "store", "shards"});
     Job job(reader.string("name"), settings_from_json(reader.value("settings"), code), reader.number("created_at"));
     const std::string at = fmt::format("{} ('{}')", where, job.name_);
     job.world_ = world_from_json(reader.value("world"), at + ": world", code);
 
-    FieldReader round(reader.value("round"), at + ": round", code);
+    detail::FieldReader round(reader.value("round"), at + ": round", code);
     round.allow({"open", "reason", "opened_at", "last_arrival"});
     job.round_open_ = round.boolean_or("open", false);
     job.round_reason_ = round.string_or("reason", "");
@@ -69,7 +70,7 @@ Job Job::from_snapshot(const json::value& value, std::string_view where) {
 
     const json::array& rounds = reader.array("rounds");
     for (std::size_t i = 0; i < rounds.size(); ++i) {
-        FieldReader r(rounds[i], fmt::format("{}: rounds[{}]", at, i), code);
+        detail::FieldReader r(rounds[i], fmt::format("{}: rounds[{}]", at, i), code);
         r.allow({"generation", "opened_at", "closed_at", "world_size", "reason"});
         const uint64_t size = r.uint("world_size");
         if (size > UINT32_MAX) r.fail("world_size", "is out of range");
@@ -128,14 +129,9 @@ json::object Job::view(double now) const {
         o["last_heartbeat_age"] = now - m.last_heartbeat;
         o["heartbeats"] = m.heartbeats;
         if (m.metrics) {
-            if (m.metrics->step) o["step"] = *m.metrics->step;
-            if (m.metrics->step_time) o["step_time"] = *m.metrics->step_time;
-            if (m.metrics->samples_per_sec) o["samples_per_sec"] = *m.metrics->samples_per_sec;
-            if (m.metrics->data_wait) o["data_wait"] = *m.metrics->data_wait;
-            if (m.metrics->collective_wait) o["collective_wait"] = *m.metrics->collective_wait;
-            if (m.metrics->collective_seq) o["collective_seq"] = *m.metrics->collective_seq;
-            if (m.metrics->in_collective) o["in_collective"] = *m.metrics->in_collective;
-            if (!m.metrics->gpu.is_null()) o["gpu"] = m.metrics->gpu;
+            // The latest heartbeat's metrics, as sent, beside the member's
+            // own fields (the batch is in the health window, not here).
+            for (auto& [key, value] : protocol::to_json(*m.metrics)) o[key] = std::move(value);
             o["metrics_age"] = now - m.metrics_at;
         }
         if (!m.reason.empty()) o["reason"] = m.reason;

@@ -3,8 +3,8 @@
 #include "coordinator/state/kv_store.hpp"
 
 #include "comm/store/backends.hpp"
-#include "coordinator/state/json_bytes.hpp"
-#include "coordinator/state/json_fields.hpp"
+#include "coordinator/protocol/json_bytes.hpp"
+#include "core/json_fields.hpp"
 
 #include <fmt/format.h>
 #include <boost/json/array.hpp>
@@ -74,14 +74,14 @@ json::object KeyValueStore::to_json() const {
 }
 
 KeyValueStore KeyValueStore::from_json(const json::value& value, std::string_view where, Errc code) {
-    FieldReader reader(value, std::string(where), code);
+    detail::FieldReader reader(value, std::string(where), code);
     reader.allow({"version", "keys"});
     KeyValueStore store;
     store.version_ = reader.uint("version");
     std::size_t i = 0;
     for (const auto& item : reader.array("keys")) {
         const std::string at = fmt::format("{}: keys[{}]", where, i++);
-        FieldReader entry(item, at, code);
+        detail::FieldReader entry(item, at, code);
         entry.allow({"key", "value", "version"});
         std::string key = bytes_from_json(entry.value("key"), at + ": key", code);
         Entry e{bytes_from_json(entry.value("value"), at + ": value", code), entry.uint("version")};

@@ -2,6 +2,7 @@
 // rendezvous, and what its last heartbeat said.
 #pragma once
 
+#include <cohort/coordinator_protocol.hpp>
 #include <cohort/error.hpp>
 #include <cohort/node.hpp>
 
@@ -31,28 +32,6 @@ std::optional<MemberState> parse_member_state(std::string_view text) noexcept;
 inline bool is_live(MemberState state) {
     return state == MemberState::waiting || state == MemberState::active || state == MemberState::stale;
 }
-
-// What a member reports about its training with a heartbeat; all optional.
-struct HeartbeatMetrics {
-    std::optional<uint64_t> step;
-    std::optional<double> step_time;  // seconds per step
-    std::optional<double> samples_per_sec;
-    std::optional<double> data_wait;        // seconds waiting for input
-    std::optional<double> collective_wait;  // seconds inside collectives
-    std::optional<uint64_t> collective_seq;  // the collective it is in or last left
-    std::optional<bool> in_collective;
-    boost::json::value gpu;  // opaque GPU samples (null: none), kept as sent
-    // The steps since the previous heartbeat, as sent (null: none). They
-    // feed the health windows (src/health) and are not kept with the member.
-    boost::json::value samples;
-
-    bool operator==(const HeartbeatMetrics&) const = default;
-};
-
-boost::json::object to_json(const HeartbeatMetrics& metrics);
-// Error(code) naming `where` for unknown fields, wrong types, negative values.
-HeartbeatMetrics metrics_from_json(const boost::json::value& value, std::string_view where,
-                                   Errc code = Errc::invalid_argument);
 
 struct Member {
     Node node;

@@ -1,7 +1,7 @@
 // CoordinatorState's rendezvous commands: join, heartbeat, leave, request a
 // round, a member's world; and settle(), which opens and closes rounds as
 // the rules say after every change.
-#include "coordinator/state/descriptor.hpp"
+#include "coordinator/protocol/descriptor.hpp"
 #include "coordinator/state/state.hpp"
 
 #include <fmt/format.h>
@@ -41,7 +41,7 @@ const Member& member_of(const Job& job, std::string_view id) {
 }
 
 JoinReply reply_for(const Job& job, const Member& m) {
-    JoinReply reply{m.state, job.generation(), std::nullopt};
+    JoinReply reply{std::string(to_string(m.state)), job.generation(), std::nullopt};
     if (m.state == MemberState::active) reply.rank = m.rank;
     return reply;
 }
@@ -118,7 +118,8 @@ HeartbeatReply CoordinatorState::heartbeat(std::string_view job_name, std::strin
                         m.generation > 0 ? fmt::format(" (its last world was generation {})", m.generation) : ""));
     }
     emit(event::Heartbeat{j.name(), t, std::string(member), std::move(metrics)});
-    HeartbeatReply reply{j.generation(), m.state, m.state == MemberState::active && j.round_open(), {}, {}};
+    HeartbeatReply reply{
+        j.generation(), std::string(to_string(m.state)), m.state == MemberState::active && j.round_open(), {}, {}};
     if (m.state == MemberState::active) {
         reply.rank = m.rank;
         reply.world_size = j.world().size();
@@ -161,17 +162,16 @@ void CoordinatorState::request_round(std::string_view job_name, std::string_view
     settle(j, t);
 }
 
-std::optional<WorldView> CoordinatorState::world(std::string_view job_name, std::string_view member) const {
+std::optional<MemberWorld> CoordinatorState::world(std::string_view job_name, std::string_view member,
+                                                   bool with_peers) const {
     const Job& j = job(job_name);
     const Member& m = member_of(j, member);
     if (m.state == MemberState::waiting) return std::nullopt;
     if (m.state != MemberState::active) gone(j, m);
     const World& w = j.world();
     const WorldSlot& mine = w.slots[m.rank];
-    WorldView view{w.generation, m.rank, w.size(), mine.local_rank, mine.local_world_size, mine.node_rank, {}};
-    view.peers.reserve(w.size());
-    for (uint32_t r = 0; r < w.size(); ++r)
-        view.peers.push_back(Peer{r, w.slots[r].id, w.slots[r].host, w.slots[r].address});
+    MemberWorld view{true, w.generation, m.rank, w.size(), mine.local_rank, mine.local_world_size, mine.node_rank, {}};
+    if (with_peers) view.peers = w.peers();
     return view;
 }
 

@@ -1,7 +1,7 @@
-// JobSettings: validation and JSON.
+// JobSettings: defaults, validation and JSON.
 #include "coordinator/state/settings.hpp"
 
-#include "coordinator/state/json_fields.hpp"
+#include "coordinator/protocol/job_settings.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -30,12 +30,6 @@ void check_duration(std::string_view name, double value, bool zero_allowed) {
     if (value > kMaxSeconds) {
         bad(fmt::format("{} is {} s, more than a year; durations are in seconds", name, value));
     }
-}
-
-uint32_t to_count(const FieldReader& reader, std::string_view key, uint32_t fallback) {
-    const uint64_t v = reader.uint_or(key, fallback);
-    if (v > kMaxNodes) reader.fail(key, fmt::format("{} is more than {} nodes", v, kMaxNodes));
-    return static_cast<uint32_t>(v);
 }
 
 }  // namespace
@@ -85,44 +79,56 @@ void validate(const JobSettings& s) {
     }
 }
 
-json::object to_json(const JobSettings& s) {
-    json::object out;
-    out["min_nodes"] = s.min_nodes;
-    out["max_nodes"] = s.max_nodes;
-    out["last_call"] = s.last_call;
-    out["node_unit"] = s.node_unit;
-    out["join_timeout"] = s.join_timeout;
-    out["heartbeat_interval"] = s.heartbeat_interval;
-    out["failure_timeout"] = s.failure_timeout;
-    out["rejoin"] = to_string(s.rejoin);
-    out["health"] = health::to_json(s.health);
+cohort::JobSettings published(const JobSettings& s) {
+    cohort::JobSettings out;
+    out.min_nodes = s.min_nodes;
+    out.max_nodes = s.max_nodes;
+    out.last_call = s.last_call;
+    out.node_unit = s.node_unit;
+    out.join_timeout = s.join_timeout;
+    out.heartbeat_interval = s.heartbeat_interval;
+    out.failure_timeout = s.failure_timeout;
+    out.rejoin = std::string(to_string(s.rejoin));
+    out.health = health::published(s.health);
     return out;
 }
 
-JobSettings settings_from_json(const json::value& value, Errc code) {
-    FieldReader reader(value, "job settings", code);
-    reader.allow({"min_nodes", "max_nodes", "last_call", "node_unit", "join_timeout", "heartbeat_interval",
-                  "failure_timeout", "rejoin", "health"});
+JobSettings resolve(const cohort::JobSettings& wire, Errc code) {
+    constexpr std::string_view kWhere = "job settings";
+    const auto nodes = [&](std::string_view key, const std::optional<uint32_t>& v, uint32_t fallback) {
+        if (v && *v > kMaxNodes) {
+            throw Error(code, fmt::format("{}: {}: {} is more than {} nodes", kWhere, key, *v, kMaxNodes));
+        }
+        return v.value_or(fallback);
+    };
     JobSettings s;
-    s.min_nodes = to_count(reader, "min_nodes", s.min_nodes);
+    s.min_nodes = nodes("min_nodes", wire.min_nodes, s.min_nodes);
     // max_nodes defaults to min_nodes, so {"min_nodes": 4} alone is a 4-node job.
-    s.max_nodes = to_count(reader, "max_nodes", std::max(s.min_nodes, s.max_nodes));
-    s.node_unit = to_count(reader, "node_unit", s.node_unit);
-    s.last_call = reader.number_or("last_call", s.last_call);
-    s.join_timeout = reader.number_or("join_timeout", s.join_timeout);
-    s.heartbeat_interval = reader.number_or("heartbeat_interval", s.heartbeat_interval);
-    s.failure_timeout = reader.number_or("failure_timeout", s.failure_timeout);
-    if (reader.has("rejoin")) {
-        const std::string text = reader.string("rejoin");
-        const auto policy = parse_rejoin_policy(text);
-        if (!policy) reader.fail("rejoin", fmt::format("unknown policy '{}' (expected 'auto' or 'on_request')", text));
+    s.max_nodes = nodes("max_nodes", wire.max_nodes, std::max(s.min_nodes, s.max_nodes));
+    s.node_unit = nodes("node_unit", wire.node_unit, s.node_unit);
+    s.last_call = wire.last_call.value_or(s.last_call);
+    s.join_timeout = wire.join_timeout.value_or(s.join_timeout);
+    s.heartbeat_interval = wire.heartbeat_interval.value_or(s.heartbeat_interval);
+    s.failure_timeout = wire.failure_timeout.value_or(s.failure_timeout);
+    if (wire.rejoin) {
+        const auto policy = parse_rejoin_policy(*wire.rejoin);
+        if (!policy) {
+            throw Error(code, fmt::format("{}: rejoin: unknown policy '{}' (expected 'auto' or 'on_request')", kWhere,
+                                          *wire.rejoin));
+        }
         s.rejoin = *policy;
     }
-    if (const json::value* health = reader.find("health")) {
-        s.health = health::settings_from_json(*health, "job settings: health", code);
-    }
+    s.health = health::resolve(wire.health, fmt::format("{}: health", kWhere), code);
     validate(s);
     return s;
+}
+
+json::object to_json(const JobSettings& s) {
+    return protocol::to_json(published(s));
+}
+
+JobSettings settings_from_json(const json::value& value, Errc code) {
+    return resolve(protocol::job_settings_from_json(value, "job settings", protocol::ReadAs{code, true}), code);
 }
 
 }  // namespace cohort::coord

@@ -5,6 +5,7 @@
 
 #include "health/settings.hpp"
 
+#include <cohort/coordinator_protocol.hpp>
 #include <cohort/error.hpp>
 
 #include <cstdint>
@@ -47,6 +48,12 @@ struct JobSettings {
 
 // Error(invalid_argument), "job settings: ..." with what to change.
 void validate(const JobSettings& settings);
+
+// The settings as a client spells them (every field set) and back: unset
+// fields take the defaults, and the result is validated; Error(code)
+// "job settings: <field>: ..." otherwise.
+cohort::JobSettings published(const JobSettings& settings);
+JobSettings resolve(const cohort::JobSettings& settings, Errc code = Errc::invalid_argument);
 
 boost::json::object to_json(const JobSettings& settings);
 // Absent fields keep their defaults; the result is validated. Error(code)

@@ -28,7 +28,7 @@ void CoordinatorState::register_dataset(std::string_view job_name, DatasetPlan p
     emit(event::DatasetRegistered{j.name(), t, std::move(plan)});
 }
 
-NextShard CoordinatorState::next_shard(std::string_view job_name, std::string_view member, double now) {
+ShardLease CoordinatorState::next_shard(std::string_view job_name, std::string_view member, double now) {
     const double t = time_of(now);
     Job& j = job_for(job_name);
     const ShardQueue& queue = queue_of(j);
@@ -40,19 +40,22 @@ NextShard CoordinatorState::next_shard(std::string_view job_name, std::string_vi
                     fmt::format("job '{}': node '{}' is {}; shards go to members of the running world", job_name,
                                 member, to_string(m->state)));
     }
-    if (queue.finished()) return NextShard{std::nullopt, true};
+    if (queue.finished()) {
+        ShardLease none;
+        none.finished = true;
+        return none;
+    }
     const auto pick = queue.pick(m->node.host_name());
-    if (!pick) return NextShard{};
+    if (!pick) return ShardLease{};
     Lease lease{queue.next_lease_id(),          std::string(member), pick->epoch, pick->shard, t,
                 t + queue.plan().lease_duration};
     const ShardSpec& spec = queue.plan().shards[pick->shard];
-    ShardGrant grant{lease.id, spec.id, pick->shard, pick->epoch, spec.bytes, lease.expiry};
+    ShardLease grant{true, false, lease.id, spec.id, pick->shard, pick->epoch, spec.bytes, lease.expiry};
     emit(event::LeaseGranted{j.name(), t, std::move(lease)});
-    return NextShard{std::move(grant), false};
+    return grant;
 }
 
-DoneOutcome CoordinatorState::shard_done(std::string_view job_name, std::string_view member, uint64_t lease,
-                                         double now) {
+ShardDone CoordinatorState::shard_done(std::string_view job_name, std::string_view member, uint64_t lease, double now) {
     const double t = time_of(now);
     Job& j = job_for(job_name);
     const ShardQueue& queue = queue_of(j);
@@ -74,7 +77,7 @@ DoneOutcome CoordinatorState::shard_done(std::string_view job_name, std::string_
     }
     const DoneOutcome outcome = queue.outcome_of(lease);
     emit(event::LeaseCompleted{j.name(), t, std::string(member), lease});
-    return outcome;
+    return ShardDone{std::string(to_string(outcome)), outcome != DoneOutcome::already_done};
 }
 
 }  // namespace cohort::coord

@@ -1,8 +1,8 @@
 // ShardQueue to and from JSON. An epoch's per-shard state is one string
 // ('t' todo, 'l' leased, 'd' done), so a snapshot stays one byte per shard;
 // complete epochs keep nothing but the fact.
-#include "coordinator/state/json_fields.hpp"
 #include "coordinator/state/shard_queue.hpp"
+#include "core/json_fields.hpp"
 
 #include <fmt/format.h>
 #include <boost/json/array.hpp>
@@ -25,7 +25,7 @@ json::object lease_to_json(const Lease& lease) {
 }
 
 Lease lease_from_json(const json::value& value, const std::string& where, Errc code, const DatasetPlan& plan) {
-    FieldReader reader(value, where, code);
+    detail::FieldReader reader(value, where, code);
     reader.allow({"id", "member", "epoch", "shard", "granted_at", "expiry"});
     Lease lease;
     lease.id = reader.uint("id");
@@ -84,7 +84,7 @@ json::object ShardQueue::to_json() const {
 }
 
 ShardQueue ShardQueue::from_json(const json::value& value, std::string_view where, Errc code) {
-    FieldReader reader(value, std::string(where), code);
+    detail::FieldReader reader(value, std::string(where), code);
     reader.allow({"plan", "next_lease", "epochs", "leases", "revoked", "counters"});
     ShardQueue queue(plan_from_json(reader.value("plan"), code));
     const uint64_t n = queue.plan_.shards.size();
@@ -93,7 +93,7 @@ ShardQueue ShardQueue::from_json(const json::value& value, std::string_view wher
     const json::array& epochs = reader.array("epochs");
     if (epochs.size() > queue.plan_.epochs) reader.fail("epochs", "lists more epochs than the plan has");
     for (std::size_t i = 0; i < epochs.size(); ++i) {
-        FieldReader item(epochs[i], fmt::format("{}: epochs[{}]", where, i), code);
+        detail::FieldReader item(epochs[i], fmt::format("{}: epochs[{}]", where, i), code);
         item.allow({"complete", "status", "cursor", "returned"});
         Epoch e;
         if (item.boolean_or("complete", false)) {
@@ -125,7 +125,7 @@ ShardQueue ShardQueue::from_json(const json::value& value, std::string_view wher
         e.cursor = item.uint("cursor");
         if (e.cursor > n) item.fail("cursor", "is past the last shard");
         for (const auto& shard : item.array("returned")) {
-            const uint64_t index = json_uint(shard, fmt::format("{}: epochs[{}]: returned", where, i), code);
+            const uint64_t index = detail::json_uint(shard, fmt::format("{}: epochs[{}]: returned", where, i), code);
             if (index >= n) item.fail("returned", fmt::format("shard {} is past the last shard", index));
             e.returned.push_back(index);
         }
@@ -148,7 +148,7 @@ ShardQueue ShardQueue::from_json(const json::value& value, std::string_view wher
     read_leases("leases", queue.leases_);
     read_leases("revoked", queue.revoked_);
 
-    FieldReader counters(reader.value("counters"), fmt::format("{}: counters", where), code);
+    detail::FieldReader counters(reader.value("counters"), fmt::format("{}: counters", where), code);
     counters.allow({"granted", "requeued", "late", "duplicate"});
     queue.counters_.granted = counters.uint("granted");
     queue.counters_.requeued = counters.uint("requeued");

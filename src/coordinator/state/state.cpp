@@ -2,8 +2,8 @@
 // (tick, resume) and snapshots.
 #include "coordinator/state/state.hpp"
 
-#include "coordinator/state/descriptor.hpp"
-#include "coordinator/state/json_fields.hpp"
+#include "coordinator/protocol/descriptor.hpp"
+#include "core/json_fields.hpp"
 #include "core/json_text.hpp"
 
 #include <algorithm>
@@ -181,7 +181,7 @@ json::value CoordinatorState::snapshot() const {
 }
 
 CoordinatorState CoordinatorState::from_snapshot(const json::value& value) {
-    FieldReader reader(value, "coordinator snapshot", Errc::parse);
+    detail::FieldReader reader(value, "coordinator snapshot", Errc::parse);
     reader.allow({"format", "version", "clock", "jobs"});
     if (reader.string("format") != kSnapshotFormat) {
         reader.fail("format", fmt::format("is '{}', expected '{}'", reader.string("format"), kSnapshotFormat));

@@ -19,7 +19,9 @@
 #include "coordinator/state/dataset_plan.hpp"
 #include "coordinator/state/events.hpp"
 #include "coordinator/state/job.hpp"
-#include "coordinator/state/replies.hpp"
+#include "coordinator/state/shard_queue.hpp"
+
+#include <cohort/coordinator_protocol.hpp>
 #include "coordinator/state/settings.hpp"
 
 #include <cohort/node.hpp>
@@ -93,8 +95,9 @@ public:
     // Opens a new round (rejoin policy on_request, or any time a member
     // wants the waiting nodes in).
     void request_round(std::string_view job, std::string_view member, double now);
-    // Empty while the member waits for a round.
-    std::optional<WorldView> world(std::string_view job, std::string_view member) const;
+    // Empty while the member waits for a round. with_peers == false leaves
+    // the peer list out (O(1) rather than O(world)).
+    std::optional<MemberWorld> world(std::string_view job, std::string_view member, bool with_peers = true) const;
     // Failures (silent for failure_timeout), rounds due to close, join
     // timeouts, expired leases.
     void tick(double now);
@@ -125,8 +128,8 @@ public:
     // The same plan again: nothing happens; another plan: Error(mismatch).
     void register_dataset(std::string_view job, DatasetPlan plan, double now);
     // For a member of the running world; shards on its host first.
-    NextShard next_shard(std::string_view job, std::string_view member, double now);
-    DoneOutcome shard_done(std::string_view job, std::string_view member, uint64_t lease, double now);
+    ShardLease next_shard(std::string_view job, std::string_view member, double now);
+    ShardDone shard_done(std::string_view job, std::string_view member, uint64_t lease, double now);
 
     // ---- events
     // Error(invalid_argument) for an event that does not fit the state.

@@ -1,7 +1,7 @@
 // Worlds: the stable rank order and local ranks, and their JSON.
 #include "coordinator/state/world.hpp"
 
-#include "coordinator/state/json_fields.hpp"
+#include "core/json_fields.hpp"
 
 #include <cohort/rank_order.hpp>
 #include <cohort/topology.hpp>
@@ -83,6 +83,13 @@ World make_world(uint64_t generation, double formed_at, std::span<const Node> no
     return world;
 }
 
+std::vector<WorldPeer> World::peers() const {
+    std::vector<WorldPeer> out;
+    out.reserve(slots.size());
+    for (uint32_t r = 0; r < size(); ++r) out.push_back(WorldPeer{r, slots[r].id, slots[r].host, slots[r].address});
+    return out;
+}
+
 json::object to_json(const World& world) {
     json::array slots;
     for (const WorldSlot& slot : world.slots) {
@@ -103,14 +110,14 @@ json::object to_json(const World& world) {
 }
 
 World world_from_json(const json::value& value, std::string_view where, Errc code) {
-    FieldReader reader(value, std::string(where), code);
+    detail::FieldReader reader(value, std::string(where), code);
     reader.allow({"generation", "formed_at", "ranks"});
     World world;
     world.generation = reader.uint("generation");
     world.formed_at = reader.number("formed_at");
     const json::array& ranks = reader.array("ranks");
     for (std::size_t r = 0; r < ranks.size(); ++r) {
-        FieldReader slot(ranks[r], fmt::format("{}: ranks[{}]", where, r), code);
+        detail::FieldReader slot(ranks[r], fmt::format("{}: ranks[{}]", where, r), code);
         slot.allow({"id", "host", "address", "local_rank", "local_world_size", "node_rank"});
         const auto small = [&](std::string_view key) {
             const uint64_t v = slot.uint(key);

@@ -3,6 +3,7 @@
 // stable_rank_order() for how the two combine.
 #pragma once
 
+#include <cohort/coordinator_protocol.hpp>
 #include <cohort/error.hpp>
 #include <cohort/node.hpp>
 
@@ -36,6 +37,8 @@ struct World {
 
     uint32_t size() const { return static_cast<uint32_t>(slots.size()); }
     std::optional<uint32_t> rank_of(std::string_view id) const;
+    // Every rank's id, host and data-plane address: the world message's peers.
+    std::vector<WorldPeer> peers() const;
     bool operator==(const World&) const = default;
 };
 

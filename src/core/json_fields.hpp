@@ -16,7 +16,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
-namespace cohort::coord {
+namespace cohort::detail {
 
 // "a string", "a number", ...: for "must be X, not Y" messages.
 std::string_view json_kind_name(const boost::json::value& value);
@@ -44,6 +44,7 @@ public:
     uint64_t uint(std::string_view key) const;
     uint64_t uint_or(std::string_view key, uint64_t fallback) const;
     int64_t int64(std::string_view key) const;
+    bool boolean(std::string_view key) const;
     bool boolean_or(std::string_view key, bool fallback) const;
     const boost::json::array& array(std::string_view key) const;
     const boost::json::object& object(std::string_view key) const;
@@ -63,4 +64,4 @@ double json_number(const boost::json::value& value, std::string_view where, Errc
 uint64_t json_uint(const boost::json::value& value, std::string_view where, Errc code);
 std::string json_string(const boost::json::value& value, std::string_view where, Errc code);
 
-}  // namespace cohort::coord
+}  // namespace cohort::detail

@@ -1,7 +1,7 @@
 // Node descriptors: checks and JSON.
-#include "coordinator/state/descriptor.hpp"
+#include "coordinator/protocol/descriptor.hpp"
 
-#include "coordinator/state/json_fields.hpp"
+#include "core/json_fields.hpp"
 #include "core/text.hpp"
 
 #include <array>
@@ -73,7 +73,7 @@ json::object descriptor_to_json(const Node& node) {
 }
 
 Node descriptor_from_json(const json::value& value, std::string_view where, Errc code) {
-    FieldReader reader(value, std::string(where), code);
+    detail::FieldReader reader(value, std::string(where), code);
     reader.allow({"id", "host", "address", "role", "locality", "gpus", "gpu_memory"});
     Node node;
     node.id = reader.string("id");
@@ -90,7 +90,7 @@ Node descriptor_from_json(const json::value& value, std::string_view where, Errc
         node.role = *role;
     }
     if (reader.has("locality")) {
-        FieldReader locality(reader.value("locality"), fmt::format("{}: locality", where), code);
+        detail::FieldReader locality(reader.value("locality"), fmt::format("{}: locality", where), code);
         locality.allow({"switch", "rack", "zone", "region"});
         for (Level level : kLabelLevels) node.set_label(level, locality.string_or(to_string(level), ""));
     }

@@ -1,6 +1,6 @@
 // FieldReader: typed access to a JSON object's fields, and the messages for
 // missing, mistyped and unknown ones.
-#include "coordinator/state/json_fields.hpp"
+#include "core/json_fields.hpp"
 
 #include "core/text.hpp"
 
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-namespace cohort::coord {
+namespace cohort::detail {
 
 namespace json = boost::json;
 
@@ -155,6 +155,11 @@ int64_t FieldReader::int64(std::string_view key) const {
     fail(key, fmt::format("must be a whole number, not {}", json_kind_name(v)));
 }
 
+bool FieldReader::boolean(std::string_view key) const {
+    value(key);  // required
+    return boolean_or(key, false);
+}
+
 bool FieldReader::boolean_or(std::string_view key, bool fallback) const {
     const json::value* v = find(key);
     if (v == nullptr) return fallback;
@@ -174,4 +179,4 @@ const json::object& FieldReader::object(std::string_view key) const {
     return v.get_object();
 }
 
-}  // namespace cohort::coord
+}  // namespace cohort::detail

@@ -1,7 +1,7 @@
 // UTF-8 validation and base64 for the coordinator's byte strings in JSON.
-#include "coordinator/state/json_bytes.hpp"
+#include "coordinator/protocol/json_bytes.hpp"
 
-#include "coordinator/state/json_fields.hpp"
+#include "core/json_fields.hpp"
 
 #include <array>
 #include <cstdint>
@@ -134,12 +134,13 @@ json::value bytes_to_json(std::string_view bytes) {
 std::string bytes_from_json(const json::value& value, std::string_view where, Errc code) {
     if (value.is_string()) return std::string(value.get_string());
     if (value.is_object()) {
-        FieldReader reader(value, std::string(where), code);
+        detail::FieldReader reader(value, std::string(where), code);
         reader.allow({"base64"});
         if (auto decoded = base64_decode(reader.string("base64"))) return std::move(*decoded);
         reader.fail("base64", "is not valid base64");
     }
-    throw Error(code, fmt::format("{}: must be a string or {{\"base64\": ...}}, not {}", where, json_kind_name(value)));
+    throw Error(
+        code, fmt::format("{}: must be a string or {{\"base64\": ...}}, not {}", where, detail::json_kind_name(value)));
 }
 
 }  // namespace cohort::coord

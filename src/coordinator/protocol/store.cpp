@@ -1,0 +1,122 @@
+// The store routes' JSON bodies, both ways.
+#include "coordinator/protocol/store.hpp"
+
+#include "coordinator/protocol/json_bytes.hpp"
+#include "core/json_fields.hpp"
+
+#include <boost/json/array.hpp>
+
+#include <fmt/format.h>
+
+namespace cohort::coord::protocol {
+
+namespace json = boost::json;
+
+namespace {
+
+detail::FieldReader reader_for(const json::value& value, std::string_view where, ReadAs as,
+                               std::initializer_list<std::string_view> fields) {
+    detail::FieldReader reader(value, std::string(where), as.code);
+    if (as.strict) reader.allow(fields);
+    return reader;
+}
+
+}  // namespace
+
+json::object add_request(int64_t delta) {
+    json::object o;
+    o["delta"] = delta;
+    return o;
+}
+
+int64_t add_request_from_json(const json::value& value, std::string_view where, ReadAs as) {
+    return reader_for(value, where, as, {"delta"}).int64("delta");
+}
+
+json::object add_reply(int64_t sum) {
+    json::object o;
+    o["value"] = sum;
+    return o;
+}
+
+int64_t add_reply_from_json(const json::value& value, std::string_view where, ReadAs as) {
+    return reader_for(value, where, as, {"value"}).int64("value");
+}
+
+json::object to_json(const StoreCasRequest& r) {
+    json::object o;
+    o["expected"] = r.expected ? bytes_to_json(*r.expected) : json::value(nullptr);
+    o["desired"] = bytes_to_json(r.desired);
+    return o;
+}
+
+StoreCasRequest cas_request_from_json(const json::value& value, std::string_view where, ReadAs as) {
+    const auto reader = reader_for(value, where, as, {"expected", "desired"});
+    StoreCasRequest r;
+    if (const json::value* e = reader.find("expected"); e != nullptr && !e->is_null()) {
+        r.expected = bytes_from_json(*e, fmt::format("{}: expected", where), as.code);
+    }
+    r.desired = bytes_from_json(reader.value("desired"), fmt::format("{}: desired", where), as.code);
+    return r;
+}
+
+json::object to_json(const StoreCasResult& r) {
+    json::object o;
+    o["value"] = r.value ? bytes_to_json(*r.value) : json::value(nullptr);
+    o["stored"] = r.stored;
+    return o;
+}
+
+StoreCasResult cas_result_from_json(const json::value& value, std::string_view where, ReadAs as) {
+    const auto reader = reader_for(value, where, as, {"value", "stored"});
+    StoreCasResult r;
+    r.stored = reader.boolean("stored");
+    if (const json::value* v = reader.find("value"); v != nullptr && !v->is_null()) {
+        r.value = bytes_from_json(*v, fmt::format("{}: value", where), as.code);
+    }
+    return r;
+}
+
+json::object to_json(const StoreWaitRequest& r) {
+    json::object o;
+    json::array keys;
+    keys.reserve(r.keys.size());
+    for (const std::string& k : r.keys) keys.emplace_back(k);
+    o["keys"] = std::move(keys);
+    o["timeout_ms"] = r.timeout_ms;
+    return o;
+}
+
+StoreWaitRequest wait_request_from_json(const json::value& value, std::string_view where, ReadAs as) {
+    const auto reader = reader_for(value, where, as, {"keys", "timeout_ms"});
+    StoreWaitRequest r;
+    const std::string keys_where = fmt::format("{}: keys", where);
+    for (const json::value& k : reader.array("keys")) r.keys.push_back(detail::json_string(k, keys_where, as.code));
+    if (r.keys.empty()) reader.fail("keys", "must name at least one key");
+    r.timeout_ms = reader.uint_or("timeout_ms", 0);
+    return r;
+}
+
+json::object ready_reply() {
+    json::object o;
+    o["ready"] = true;
+    return o;
+}
+
+json::object set_reply(uint64_t version) {
+    json::object o;
+    o["version"] = version;
+    return o;
+}
+
+json::object remove_reply(bool removed) {
+    json::object o;
+    o["removed"] = removed;
+    return o;
+}
+
+bool remove_reply_from_json(const json::value& value, std::string_view where, ReadAs as) {
+    return reader_for(value, where, as, {"removed"}).boolean("removed");
+}
+
+}  // namespace cohort::coord::protocol
