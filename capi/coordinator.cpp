@@ -289,13 +289,7 @@ int cohort_coord_client_heartbeat_json(cohort_coord_client* client, const char* 
         std::optional<cohort::HeartbeatMetrics> metrics;
         if (metrics_json != nullptr && *metrics_json != '\0') metrics = metrics_from_text(metrics_json, fn);
         const cohort::HeartbeatReply r = client->impl.heartbeat(job, member, generation, metrics);
-        json::object o;
-        o["generation"] = r.generation;
-        o["state"] = r.state;
-        o["rendezvous"] = r.rendezvous;
-        if (r.rank) o["rank"] = *r.rank;
-        if (r.world_size) o["world_size"] = *r.world_size;
-        give_text(json::serialize(o), reply, length);
+        give_text(cohort::to_json_text(r), reply, length);
     });
 }
 

@@ -151,6 +151,7 @@ struct StoreCasResult {
 // The JSON text of a message, as the coordinator sends it.
 // with_peers == false leaves the peer list out.
 COHORT_API std::string to_json_text(const MemberWorld& world, bool with_peers = true);
+COHORT_API std::string to_json_text(const HeartbeatReply& reply);
 COHORT_API std::string to_json_text(const ShardLease& lease);
 COHORT_API std::string to_json_text(const ShardDone& done);
 COHORT_API std::string to_json_text(const HeartbeatMetrics& metrics);

@@ -19,6 +19,10 @@ std::string to_json_text(const MemberWorld& world, bool with_peers) {
     return json::serialize(coord::protocol::to_json(world, with_peers));
 }
 
+std::string to_json_text(const HeartbeatReply& reply) {
+    return json::serialize(coord::protocol::to_json(reply));
+}
+
 std::string to_json_text(const ShardLease& lease) {
     return json::serialize(coord::protocol::to_json(lease));
 }

@@ -54,16 +54,6 @@ std::string member_field(const json::value& body, std::string_view where) {
     return reader.string("member");
 }
 
-json::object job_summary(const Job& j) {
-    json::object o;
-    o["name"] = j.name();
-    o["phase"] = j.phase();
-    o["generation"] = j.generation();
-    o["world_size"] = j.world().size();
-    o["members"] = j.members().size();
-    return o;
-}
-
 }  // namespace
 
 }  // namespace cohort::coord::server
@@ -125,7 +115,7 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
     if (p.size() == 2) {
         if (get) {
             json::array jobs;
-            for (const auto& [name, j] : state.jobs()) jobs.push_back(coord::server::job_summary(j));
+            for (const auto& [name, j] : state.jobs()) jobs.push_back(j.summary());
             json::object o;
             o["jobs"] = std::move(jobs);
             return json_response(o);

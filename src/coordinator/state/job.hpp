@@ -110,6 +110,8 @@ public:
     static Job from_snapshot(const boost::json::value& value, std::string_view where);
     // GET /v1/jobs/{id}: the state as people read it, ages relative to `now`.
     boost::json::object view(double now) const;
+    // Its entry in GET /v1/jobs: {"name", "phase", "generation", "world_size", "members"}.
+    boost::json::object summary() const;
 
     // Straggler scores and hang detection over the active members'
     // heartbeat windows (src/health). Soft state: derived from heartbeats,

@@ -109,6 +109,16 @@ const health::NodeHealth* node_health(const health::JobHealth& health, std::stri
 
 }  // namespace
 
+json::object Job::summary() const {
+    json::object o;
+    o["name"] = name();
+    o["phase"] = phase();
+    o["generation"] = generation();
+    o["world_size"] = world().size();
+    o["members"] = members().size();
+    return o;
+}
+
 json::object Job::view(double now) const {
     json::array members;
     std::array<uint64_t, kMemberStateCount> by_state{};
