@@ -2,7 +2,7 @@
 #include "coordinator/protocol/store.hpp"
 
 #include "coordinator/protocol/json_bytes.hpp"
-#include "core/json_fields.hpp"
+#include "coordinator/protocol/fields.hpp"
 
 #include <boost/json/array.hpp>
 
@@ -11,17 +11,6 @@
 namespace cohort::coord::protocol {
 
 namespace json = boost::json;
-
-namespace {
-
-detail::FieldReader reader_for(const json::value& value, std::string_view where, ReadAs as,
-                               std::initializer_list<std::string_view> fields) {
-    detail::FieldReader reader(value, std::string(where), as.code);
-    if (as.strict) reader.allow(fields);
-    return reader;
-}
-
-}  // namespace
 
 json::object add_request(int64_t delta) {
     json::object o;

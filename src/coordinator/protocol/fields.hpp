@@ -1,0 +1,129 @@
+// A message's fields named once, in a table that both its reader and its
+// writer walk: `field("step", &StepSample::step)`. Each field's C++ type
+// says how it is read (a count, a number, text, true/false) and whether it
+// may be absent (std::optional: left out when unset).
+#pragma once
+
+#include "coordinator/protocol/read_as.hpp"
+#include "core/json_fields.hpp"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+namespace cohort::coord::protocol {
+
+enum class Presence {
+    required,  // absent: an error
+    defaulted  // absent: the member keeps its default; always written
+};
+
+template <class T, class M>
+struct Field {
+    std::string_view name;
+    M T::*member;
+    Presence presence = Presence::required;  // std::optional members are always optional
+    bool non_negative = false;               // numbers below 0 are an error
+};
+
+template <class T, class M>
+constexpr Field<T, M> field(std::string_view name, M T::*member, Presence presence = Presence::required) {
+    return {name, member, presence, false};
+}
+
+// A number that must not be negative (seconds, rates).
+template <class T, class M>
+constexpr Field<T, M> non_negative(std::string_view name, M T::*member, Presence presence = Presence::required) {
+    return {name, member, presence, true};
+}
+
+// ---- one value
+void read_value(const detail::FieldReader& reader, std::string_view key, bool non_negative, uint64_t& out);
+void read_value(const detail::FieldReader& reader, std::string_view key, bool non_negative, uint32_t& out);
+void read_value(const detail::FieldReader& reader, std::string_view key, bool non_negative, int64_t& out);
+void read_value(const detail::FieldReader& reader, std::string_view key, bool non_negative, double& out);
+void read_value(const detail::FieldReader& reader, std::string_view key, bool non_negative, bool& out);
+void read_value(const detail::FieldReader& reader, std::string_view key, bool non_negative, std::string& out);
+
+template <class V>
+void read_value(const detail::FieldReader& reader, std::string_view key, bool non_negative, std::optional<V>& out) {
+    if (!reader.has(key)) return;
+    V v{};
+    read_value(reader, key, non_negative, v);
+    out = std::move(v);
+}
+
+template <class V>
+void write_value(boost::json::object& o, std::string_view key, const V& value) {
+    o[key] = value;
+}
+
+template <class V>
+void write_value(boost::json::object& o, std::string_view key, const std::optional<V>& value) {
+    if (value) o[key] = *value;
+}
+
+// ---- a table of fields
+template <class... F>
+constexpr std::array<std::string_view, sizeof...(F)> names(const std::tuple<F...>& fields) {
+    return std::apply([](const auto&... f) { return std::array<std::string_view, sizeof...(F)>{f.name...}; }, fields);
+}
+
+template <class T, class... F>
+void read_fields(const detail::FieldReader& reader, T& message, const std::tuple<F...>& fields) {
+    std::apply(
+        [&](const auto&... f) {
+            ((f.presence == Presence::defaulted && !reader.has(f.name)
+                  ? void()
+                  : read_value(reader, f.name, f.non_negative, message.*(f.member))),
+             ...);
+        },
+        fields);
+}
+
+template <class T, class... F>
+void write_fields(boost::json::object& o, const T& message, const std::tuple<F...>& fields) {
+    std::apply([&](const auto&... f) { (write_value(o, f.name, message.*(f.member)), ...); }, fields);
+}
+
+// A reader for `value` named `where`; strict readers allow `fields` and the
+// `extra` names the caller reads by hand.
+detail::FieldReader reader_for(const boost::json::value& value, std::string_view where, ReadAs as,
+                               std::initializer_list<std::string_view> extra = {});
+
+template <class... F>
+detail::FieldReader reader_for(const boost::json::value& value, std::string_view where, ReadAs as,
+                               const std::tuple<F...>& fields, std::initializer_list<std::string_view> extra = {}) {
+    detail::FieldReader reader(value, std::string(where), as.code);
+    if (as.strict) {
+        const auto table = names(fields);
+        std::vector<std::string_view> allowed(table.begin(), table.end());
+        allowed.insert(allowed.end(), extra.begin(), extra.end());
+        reader.allow(allowed);
+    }
+    return reader;
+}
+
+// The whole message: every field of the table, nothing else.
+template <class T, class... F>
+T read_message(const boost::json::value& value, std::string_view where, ReadAs as, const std::tuple<F...>& fields) {
+    T message{};
+    read_fields(reader_for(value, where, as, fields), message, fields);
+    return message;
+}
+
+template <class T, class... F>
+boost::json::object write_message(const T& message, const std::tuple<F...>& fields) {
+    boost::json::object o;
+    write_fields(o, message, fields);
+    return o;
+}
+
+}  // namespace cohort::coord::protocol
