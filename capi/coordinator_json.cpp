@@ -2,6 +2,8 @@
 // metrics they take, for capi/coordinator.cpp and capi/membership.cpp.
 #include "coordinator_json.hpp"
 
+#include "cohort.h"
+
 #include <cohort/error.hpp>
 
 #include <boost/json/array.hpp>
@@ -116,6 +118,13 @@ cohort::HeartbeatMetrics metrics_from_text(const char* text, const char* fn) {
         }
     }
     return m;
+}
+
+int32_t shard_outcome(const ShardDone& done) {
+    if (done.outcome == "counted") return COHORT_SHARD_COUNTED;
+    if (done.outcome == "counted_late") return COHORT_SHARD_COUNTED_LATE;
+    if (done.outcome == "already_done") return COHORT_SHARD_ALREADY_DONE;
+    throw Error(Errc::internal, fmt::format("unknown shard outcome '{}' from the coordinator", done.outcome));
 }
 
 }  // namespace cohort::capi
