@@ -65,6 +65,10 @@
  *     work handle may be tested and waited on from any thread.
  * 11. Enumerations are int32_t constants and flag sets uint32_t constants,
  *     never C enums, so their size is part of the ABI.
+ * 12. The ABI is checked: tests/capi/check_abi.py compares the built library
+ *     with abi/libcohort.abi, and any change, compatible or not, fails until
+ *     the baseline is regenerated on purpose (scripts/abi_baseline.sh) in the
+ *     same commit (docs/c-api.md, "ABI stability").
  */
 #ifndef COHORT_H
 #define COHORT_H
