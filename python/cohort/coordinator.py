@@ -93,7 +93,7 @@ class CoordinatorClient(_util.Handle):
 
     def job_state(self, name):
         return json.loads(_util.owned_bytes(self._lib.cohort_coordinator_client_job_state, self._h(),
-                                     _util.text("name", name)))
+                                            _util.text("name", name)))
 
     # -- rendezvous
 
@@ -102,10 +102,10 @@ class CoordinatorClient(_util.Handle):
         "rank": int or None}."""
         generation, active, rank = c_uint64(), c_int32(), c_int32()
         self._lib.cohort_coordinator_client_join(self._h(), _util.text("job", job),
-                                           _util.text("member", member),
-                                           _util.text("host", host, True),
-                                           _util.text("address", address, True),
-                                           byref(generation), byref(active), byref(rank))
+                                                 _util.text("member", member),
+                                                 _util.text("host", host, True),
+                                                 _util.text("address", address, True),
+                                                 byref(generation), byref(active), byref(rank))
         return {"state": "active" if active.value else "waiting",
                 "generation": generation.value,
                 "rank": rank.value if rank.value >= 0 else None}
@@ -130,40 +130,40 @@ class CoordinatorClient(_util.Handle):
         saw its worker die) the member is marked failed at once."""
         if failed is None:
             self._lib.cohort_coordinator_client_leave(self._h(), _util.text("job", job),
-                                                _util.text("member", member))
+                                                      _util.text("member", member))
         else:
             self._lib.cohort_coordinator_client_leave_failed(self._h(), _util.text("job", job),
-                                                       _util.text("member", member),
-                                                       _util.text("failed", failed))
+                                                             _util.text("member", member),
+                                                             _util.text("failed", failed))
 
     def world(self, job, member):
         """{"active", "generation", "rank", "world_size", "local_rank",
         "local_world_size", "node_rank", "peers": [{"rank", "id", "host",
         "address"}]}; only "active": False and "generation" while waiting."""
         return json.loads(_util.owned_bytes(self._lib.cohort_coordinator_client_world, self._h(),
-                                     _util.text("job", job), _util.text("member", member)))
+                                            _util.text("job", job), _util.text("member", member)))
 
     def wait_for_world(self, job, member, timeout=60.0):
         """Heartbeats until the member has a world, then world(); raises
         cohort.Timeout after `timeout` seconds."""
         return json.loads(_util.owned_bytes(self._lib.cohort_coordinator_client_wait_for_world, self._h(),
-                                     _util.text("job", job), _util.text("member", member),
-                                     _util.seconds("timeout", timeout)))
+                                            _util.text("job", job), _util.text("member", member),
+                                            _util.seconds("timeout", timeout)))
 
     # -- store of one generation
 
     def store_set(self, job, generation, key, value):
         data = value.encode() if isinstance(value, str) else bytes(value)
         self._lib.cohort_coordinator_client_store_set(self._h(), _util.text("job", job),
-                                                _util.u64("generation", generation),
-                                                _util.text("key", key), data, len(data))
+                                                      _util.u64("generation", generation),
+                                                      _util.text("key", key), data, len(data))
 
     def store_get(self, job, generation, key, timeout=0.0):
         """The value (bytes); waits up to `timeout` seconds for it (0: not at
         all, cohort.NotFound when absent; cohort.Timeout after a wait)."""
         return _util.owned_bytes(self._lib.cohort_coordinator_client_store_get, self._h(),
-                          _util.text("job", job), _util.u64("generation", generation),
-                          _util.text("key", key), _util.seconds("timeout", timeout))
+                                 _util.text("job", job), _util.u64("generation", generation),
+                                 _util.text("key", key), _util.seconds("timeout", timeout))
 
     def store_add(self, job, generation, key, delta):
         """Adds delta to the integer under key (absent: 0); the sum."""
@@ -171,8 +171,8 @@ class CoordinatorClient(_util.Handle):
         if not isinstance(delta, int) or isinstance(delta, bool):
             raise InvalidArgument(f"delta must be an int, not {delta!r}")
         self._lib.cohort_coordinator_client_store_add(self._h(), _util.text("job", job),
-                                                _util.u64("generation", generation),
-                                                _util.text("key", key), delta, byref(value))
+                                                      _util.u64("generation", generation),
+                                                      _util.text("key", key), delta, byref(value))
         return value.value
 
     def store_compare_and_set(self, job, generation, key, expected, desired):
@@ -201,15 +201,15 @@ class CoordinatorClient(_util.Handle):
         names = [_util.text("key", k) for k in keys]
         array = (ctypes.c_char_p * max(1, len(names)))(*names)
         self._lib.cohort_coordinator_client_store_wait(self._h(), _util.text("job", job),
-                                                 _util.u64("generation", generation),
-                                                 array, len(names), _util.seconds("timeout", timeout))
+                                                       _util.u64("generation", generation),
+                                                       array, len(names), _util.seconds("timeout", timeout))
 
     def store_delete(self, job, generation, key):
         """True when the key was there."""
         deleted = ctypes.c_int32()
         self._lib.cohort_coordinator_client_store_delete(self._h(), _util.text("job", job),
-                                                   _util.u64("generation", generation),
-                                                   _util.text("key", key), byref(deleted))
+                                                         _util.u64("generation", generation),
+                                                         _util.text("key", key), byref(deleted))
         return bool(deleted.value)
 
     def heartbeat_metrics(self, job, member, generation=0, metrics=None):
@@ -220,21 +220,21 @@ class CoordinatorClient(_util.Handle):
         "world_size" while active}."""
         text = None if metrics is None else json.dumps(metrics).encode()
         return json.loads(_util.owned_bytes(self._lib.cohort_coordinator_client_heartbeat_json, self._h(),
-                                     _util.text("job", job), _util.text("member", member),
-                                     _util.u64("generation", generation), text))
+                                            _util.text("job", job), _util.text("member", member),
+                                            _util.u64("generation", generation), text))
 
     # -- shards
 
     def register_dataset(self, job, plan):
         """plan: {"shards": [{"id", "bytes"?, "hosts"?}], "epochs"?, ...}."""
         self._lib.cohort_coordinator_client_register_dataset(self._h(), _util.text("job", job),
-                                                       json.dumps(plan).encode())
+                                                             json.dumps(plan).encode())
 
     def next_shard(self, job, member):
         """{"granted", "finished", and when granted "lease", "shard_id",
         "shard", "epoch", "bytes", "expiry"}."""
         return json.loads(_util.owned_bytes(self._lib.cohort_coordinator_client_next_shard, self._h(),
-                                     _util.text("job", job), _util.text("member", member)))
+                                            _util.text("job", job), _util.text("member", member)))
 
     def shard_done(self, job, member, lease):
         """True when this report counted the shard, False when it was done

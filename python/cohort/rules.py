@@ -398,8 +398,8 @@ class RuleEngine(_util.Handle):
     def load_string(self, content, format="auto", source_name=None):
         data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
         _lib.load().cohort_rules_reload_string(self._h(), data, len(data),
-                                             _util.choice("format", _util.FORMATS, format),
-                                             _util.text("source_name", source_name, True))
+                                               _util.choice("format", _util.FORMATS, format),
+                                               _util.text("source_name", source_name, True))
 
     def context(self):
         return Context(self)
@@ -436,7 +436,7 @@ class RuleEngine(_util.Handle):
     def explain(self, rule, variables=None, /, **kwargs):
         ctx = self._scratch(self, variables, kwargs)
         doc = json.loads(_util.owned_string(_lib.load().cohort_rules_explain, self._h(),
-                                _util.text("rule", rule), ctx._h()))
+                                            _util.text("rule", rule), ctx._h()))
         return [ExplainStep(s["text"], s["value"], s["depth"]) for s in doc]
 
     def state(self, rule):
@@ -475,5 +475,5 @@ def check_rules(path):
 def check_rules_string(content, format="auto", source_name=None):
     data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
     return json.loads(_util.owned_string(_lib.load().cohort_rules_check_string, data, len(data),
-                            _util.choice("format", _util.FORMATS, format),
-                            _util.text("source_name", source_name, True)))
+                                         _util.choice("format", _util.FORMATS, format),
+                                         _util.text("source_name", source_name, True)))

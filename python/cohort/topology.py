@@ -299,7 +299,7 @@ class RankOrder(_util.Handle, collections.abc.Sequence):
         groups at `level` ("host", "switch", "rack", "zone" or "region")."""
         out = c_uint32()
         _lib.load().cohort_rank_order_ring_crossings(self._h(), _util.choice("level", LEVELS, level),
-                                          byref(out))
+                                                     byref(out))
         return out.value
 
     def __repr__(self):
