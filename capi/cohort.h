@@ -3,32 +3,59 @@
  *
  * The contract (read this before calling anything):
  *
- *  1. Handles are opaque. Every handle a function creates has a named inverse:
- *     cohort_X_create, cohort_X_load_*, cohort_X_open and cohort_expr_compile
- *     pair with cohort_X_destroy; cohort_*_context_create with
- *     cohort_context_destroy; cohort_comm_*_async with cohort_work_destroy;
- *     cohort_launch_env_read with cohort_launch_env_destroy; and
- *     cohort_init_from_env with cohort_comm_destroy.
- *     Destroy functions accept NULL and never fail.
- *  2. Every fallible function returns an int status: COHORT_OK (0) on success,
- *     one of the positive COHORT_ERR_* codes otherwise. Codes never change
- *     value and are never reused. Out-parameters are written only on
- *     success, except the *count of a COHORT_ERR_BUFFER_TOO_SMALL failure.
- *  3. No C++ exception ever crosses this boundary. After a failure,
+ *  1. Names. Every function is cohort_<handle>_<verb>, where <handle> is the
+ *     handle it works on, passed first (cohort_comm_allreduce(comm, ...)),
+ *     and <verb> says what it does or which property it reads
+ *     (cohort_comm_rank). A function that needs no handle is named for the
+ *     thing it works on the same way (cohort_dtype_size, cohort_epoch_order,
+ *     cohort_gpu_backends, cohort_rules_check_file).
+ *  2. Handles. Handles are opaque. A constructor is named for the handle it
+ *     makes, takes that handle's "**out" last, and pairs with
+ *     cohort_<handle>_destroy; its verb is one of: _create; _load_file and
+ *     _load_string (from a file or from memory); _from_env (from the process
+ *     environment); _from_<other handle> (cohort_context_from_expr,
+ *     cohort_comm_from_membership); or the operation that makes it
+ *     (cohort_expr_compile, cohort_shards_split, cohort_shard_plan_replan,
+ *     cohort_gpu_probe_open). No other function uses these verbs. The one
+ *     exception: an asynchronous operation, cohort_comm_<op>_async, gives a
+ *     cohort_work (pair with cohort_work_destroy) as the result of the
+ *     operation. Destroy functions accept NULL and never fail.
+ *  3. Status codes. Every fallible function returns an int status: COHORT_OK
+ *     (0) on success, one of the positive COHORT_ERR_* codes otherwise (at
+ *     most COHORT_ERR_LAST, the largest code this header knows). Codes never
+ *     change value and are never reused; a new code gets the next number and
+ *     moves COHORT_ERR_LAST. Out-parameters are written only on success,
+ *     except the *count of a COHORT_ERR_BUFFER_TOO_SMALL failure.
+ *  4. No C++ exception ever crosses this boundary. After a failure,
  *     cohort_last_error() returns the message of the last failure on the
  *     calling thread (what failed, where, and what to do about it);
  *     cohort_strerror(code) names a code.
- *  4. Buffers are passed as pointer + length; integers are fixed width;
- *     strings are NUL-terminated UTF-8 unless a length is given.
- *  5. Ownership: input pointers stay owned by the caller and are copied if
- *     kept. A "const char*" returned through an out-parameter is borrowed from
- *     the handle it came from and stays valid until that handle is destroyed or
- *     modified. A "char**" out-parameter receives memory the library allocated
- *     for the caller, which the caller releases with cohort_free() (never with
- *     its own free(): the caller may use a different C runtime).
- *  6. Callbacks are a function pointer plus a void* user_data that the
+ *  5. Types. Buffers are passed as pointer + length; integers are fixed
+ *     width; strings passed in are NUL-terminated UTF-8 unless a length is
+ *     given. Ranks, and counts of ranks (world sizes), are int32_t, so that
+ *     -1 can say "not known". Other counts and indices are unsigned.
+ *  6. Units. Every duration and every point in time is a double counting
+ *     seconds (timeouts, deadlines, intervals, windows, measured step times;
+ *     times since the Unix epoch or any fixed epoch). A parameter's name
+ *     says it where the name alone would not (timeout_seconds). Sizes are
+ *     uint64_t bytes.
+ *  7. Ownership. Input pointers stay owned by the caller and are copied if
+ *     kept. A "const char*" returned through an out-parameter is borrowed
+ *     from the handle it came from and stays valid until that handle is
+ *     destroyed or modified. A "char**" out-parameter receives a string the
+ *     library allocated for the caller, NUL-terminated, and is always
+ *     followed by a "size_t*" that receives its length without the NUL (that
+ *     length may be NULL). The caller releases such strings, and any other
+ *     memory the library allocated for it, with cohort_free(), the one free
+ *     function (never with its own free(): the caller may use a different C
+ *     runtime).
+ *  8. Shapes. An answer of a fixed, small shape comes in out-parameters
+ *     (a choice among a few as an int32_t COHORT_* constant); JSON is used
+ *     only for answers whose shape varies (lists, nested records), and the
+ *     same answer has the same shape wherever it comes from.
+ *  9. Callbacks are a function pointer plus a void* user_data that the
  *     library passes back untouched and never frees.
- *  7. Thread safety: distinct handles may be used from distinct threads at
+ * 10. Thread safety: distinct handles may be used from distinct threads at
  *     once. One handle may be read from several threads at once, but a call
  *     that modifies it must not overlap any other call on it; a GPU monitor
  *     is the exception: every call but destroy may overlap (it locks). A
@@ -36,8 +63,12 @@
  *     cohort_comm_close) must be issued from one thread at a time, in the
  *     same order on every rank; its queries may come from any thread, and a
  *     work handle may be tested and waited on from any thread.
- *  8. Enumerations are int32_t constants and flag sets uint32_t constants,
+ * 11. Enumerations are int32_t constants and flag sets uint32_t constants,
  *     never C enums, so their size is part of the ABI.
+ * 12. The ABI is checked: tests/capi/check_abi.py compares the built library
+ *     with abi/libcohort.abi, and any change, compatible or not, fails until
+ *     the baseline is regenerated on purpose (scripts/abi_baseline.sh) in the
+ *     same commit (docs/c-api.md, "ABI stability").
  */
 #ifndef COHORT_H
 #define COHORT_H
@@ -84,6 +115,9 @@ extern "C" {
 #define COHORT_ERR_MISMATCH 14        /* ranks called different operations */
 #define COHORT_ERR_CLOSED 15          /* the communicator is broken or closed */
 #define COHORT_ERR_PERMISSION_DENIED 16 /* a secret or token did not match */
+/* The largest code above; a library newer than this header may return
+ * larger ones, which cohort_strerror calls "unknown status code". */
+#define COHORT_ERR_LAST COHORT_ERR_PERMISSION_DENIED
 
 /* "0.1.0"; static storage. */
 COHORT_API const char* cohort_version(void);
@@ -167,7 +201,7 @@ COHORT_API int cohort_topology_node_count(const cohort_topology* topology, uint3
 /* Index of the node with this id. */
 COHORT_API int cohort_topology_find(const cohort_topology* topology, const char* id,
                                     uint32_t* index);
-/* A string field (COHORT_FIELD_*) of node `index`; borrowed (contract 5). */
+/* A string field (COHORT_FIELD_*) of node `index`; borrowed (contract 7). */
 COHORT_API int cohort_topology_node_str(const cohort_topology* topology, uint32_t index,
                                         int32_t field, const char** out);
 COHORT_API int cohort_topology_node_info(const cohort_topology* topology, uint32_t index,
@@ -183,9 +217,9 @@ typedef struct cohort_rank_order cohort_rank_order;
 
 typedef struct cohort_rank_info {
     uint32_t node_index;       /* index into the topology */
-    uint32_t local_rank;       /* rank within its host */
-    uint32_t local_world_size; /* ranked nodes on its host */
-    uint32_t node_rank;        /* index of its host among hosts in rank order */
+    int32_t local_rank;        /* rank within its host */
+    int32_t local_world_size;  /* ranked nodes on its host */
+    int32_t node_rank;         /* index of its host among hosts in rank order */
 } cohort_rank_info;
 
 /* Ranks the READY nodes whose role bit is in role_mask (0 means
@@ -194,17 +228,14 @@ typedef struct cohort_rank_info {
 COHORT_API int cohort_rank_order_create(const cohort_topology* topology, uint32_t role_mask,
                                         cohort_rank_order** out);
 COHORT_API void cohort_rank_order_destroy(cohort_rank_order* order);
-COHORT_API int cohort_rank_order_size(const cohort_rank_order* order, uint32_t* world_size);
+COHORT_API int cohort_rank_order_size(const cohort_rank_order* order, int32_t* world_size);
 COHORT_API int cohort_rank_order_host_count(const cohort_rank_order* order, uint32_t* hosts);
-COHORT_API int cohort_rank_order_get(const cohort_rank_order* order, uint32_t rank,
-                                     cohort_rank_info* out);
+COHORT_API int cohort_rank_order_get(const cohort_rank_order* order, int32_t rank, cohort_rank_info* out);
 /* The rank of a node id; COHORT_ERR_NOT_FOUND if it is not ranked. */
-COHORT_API int cohort_rank_order_rank_of(const cohort_rank_order* order, const char* id,
-                                         uint32_t* rank);
+COHORT_API int cohort_rank_order_rank_of(const cohort_rank_order* order, const char* id, int32_t* rank);
 /* How many edges of the closed ring rank 0 -> 1 -> ... -> 0 join two nodes
  * in different groups at `level` (COHORT_LEVEL_*). */
-COHORT_API int cohort_ring_crossings(const cohort_rank_order* order, int32_t level,
-                                     uint32_t* crossings);
+COHORT_API int cohort_rank_order_ring_crossings(const cohort_rank_order* order, int32_t level, uint32_t* crossings);
 
 /* ---------------------------------------------------------------- dataset */
 
@@ -293,7 +324,7 @@ COHORT_API int cohort_plan_options_add_locality(cohort_plan_options* options,
                                                 double score);
 /* LOCALITY: adds every entry of a locality file, YAML or JSON
  * {NODE_ID: {FILE_PATH: SCORE}} (docs/formats.md). */
-COHORT_API int cohort_plan_options_load_locality(cohort_plan_options* options, const char* path);
+COHORT_API int cohort_plan_options_add_locality_file(cohort_plan_options* options, const char* path);
 /* CUSTOM: the callback; user_data is passed back untouched. */
 COHORT_API int cohort_plan_options_set_custom(cohort_plan_options* options,
                                               cohort_assign_fn fn, void* user_data);
@@ -325,8 +356,7 @@ COHORT_API int cohort_shard_plan_member_id(const cohort_shard_plan* plan, uint32
 COHORT_API int cohort_shard_plan_owner(const cohort_shard_plan* plan, uint64_t shard,
                                        uint32_t replica, uint32_t* member);
 /* How many placements (shard replicas) a member holds. */
-COHORT_API int cohort_shard_plan_load(const cohort_shard_plan* plan, uint32_t member,
-                                      uint64_t* load);
+COHORT_API int cohort_shard_plan_member_load(const cohort_shard_plan* plan, uint32_t member, uint64_t* load);
 /* The shards a member holds, ascending. Always sets *count to the full
  * count; fills `shards` only if capacity >= count, else returns
  * COHORT_ERR_BUFFER_TOO_SMALL (call with capacity 0 to size the buffer). */
@@ -352,9 +382,8 @@ COHORT_API int cohort_shard_plan_to_json(const cohort_shard_plan* plan, char** j
  * world_size-th index from position `rank`. Always sets *count to the full
  * count; fills `indices` only if capacity >= count, else returns
  * COHORT_ERR_BUFFER_TOO_SMALL. */
-COHORT_API int cohort_epoch_order(uint64_t n, uint64_t seed, uint64_t epoch, uint32_t rank,
-                                  uint32_t world_size, uint32_t flags, uint64_t* indices,
-                                  size_t capacity, size_t* count);
+COHORT_API int cohort_epoch_order(uint64_t n, uint64_t seed, uint64_t epoch, int32_t rank, int32_t world_size,
+                                  uint32_t flags, uint64_t* indices, size_t capacity, size_t* count);
 
 /* ------------------------------------------------------------------ rules */
 
@@ -391,7 +420,7 @@ typedef struct cohort_rules cohort_rules;
  * expressions compiled against one table share one context. The table is
  * shared, not copied: expressions and contexts made from it keep it alive
  * after cohort_symbols_destroy. Compiling against it adds names, so it must
- * not overlap other calls that use it (contract 7). */
+ * not overlap other calls that use it (contract 10). */
 COHORT_API int cohort_symbols_create(cohort_symbols** out);
 COHORT_API void cohort_symbols_destroy(cohort_symbols* symbols);
 /* Declares a variable's type (COHORT_TYPE_BOOL..STRING), checked when
@@ -432,8 +461,8 @@ COHORT_API int cohort_expr_evaluate(const cohort_expr* expr, const cohort_contex
 /* The value of the whole expression (a number for "a + 1"): its type
  * (COHORT_TYPE_NONE when unknown) and, if text is not NULL, its text
  * ("true", "42", "0.5", a string unquoted); free *text with cohort_free. */
-COHORT_API int cohort_expr_value(const cohort_expr* expr, const cohort_context* context,
-                                 int32_t* type, char** text);
+COHORT_API int cohort_expr_value(const cohort_expr* expr, const cohort_context* context, int32_t* type, char** text,
+                                 size_t* length);
 /* Every sub-expression's value, outermost first, as a JSON array of
  * {"text", "value", "depth"}; free with cohort_free. length may be NULL. */
 COHORT_API int cohort_expr_explain(const cohort_expr* expr, const cohort_context* context,
@@ -444,8 +473,8 @@ COHORT_API int cohort_expr_explain(const cohort_expr* expr, const cohort_context
  * table. It stays valid while expressions are added to the table or rules
  * reloaded. The three constructors pair with cohort_context_destroy. */
 COHORT_API int cohort_context_create(const cohort_symbols* symbols, cohort_context** out);
-COHORT_API int cohort_expr_context_create(const cohort_expr* expr, cohort_context** out);
-COHORT_API int cohort_rules_context_create(const cohort_rules* rules, cohort_context** out);
+COHORT_API int cohort_context_from_expr(const cohort_expr* expr, cohort_context** out);
+COHORT_API int cohort_context_from_rules(const cohort_rules* rules, cohort_context** out);
 COHORT_API void cohort_context_destroy(cohort_context* context);
 /* Setting by name: NOT_FOUND for a name the symbol table does not know,
  * INVALID_ARGUMENT for a value of the wrong declared type. Strings are
@@ -476,8 +505,8 @@ COHORT_API int cohort_context_unset(cohort_context* context, const char* name);
 COHORT_API int cohort_context_clear(cohort_context* context);
 /* A variable's type (COHORT_TYPE_NONE if missing) and, if text is not NULL,
  * its value as text (as cohort_expr_value); free *text with cohort_free. */
-COHORT_API int cohort_context_get(const cohort_context* context, const char* name,
-                                  int32_t* type, char** text);
+COHORT_API int cohort_context_get(const cohort_context* context, const char* name, int32_t* type, char** text,
+                                  size_t* length);
 
 /* Action handler: called during cohort_rules_evaluate, on its thread, for
  * each action of each firing rule in priority order. Every string is
@@ -502,11 +531,11 @@ COHORT_API int cohort_rules_on(cohort_rules* rules, const char* action_type,
  * its includes. On any error the last good rule set keeps running; errors
  * name file:line:column and the field path. Rules whose id and condition
  * are unchanged keep their state. */
-COHORT_API int cohort_rules_load_file(cohort_rules* rules, const char* path);
+COHORT_API int cohort_rules_reload_file(cohort_rules* rules, const char* path);
 /* Same from memory: format COHORT_FORMAT_AUTO, _YAML or _JSON; source_name
  * (may be NULL) is used in messages. */
-COHORT_API int cohort_rules_load_string(cohort_rules* rules, const char* text, size_t length,
-                                        int32_t format, const char* source_name);
+COHORT_API int cohort_rules_reload_string(cohort_rules* rules, const char* text, size_t length, int32_t format,
+                                          const char* source_name);
 /* Evaluates every enabled rule at time `now` (seconds, any epoch, never
  * going backwards) and runs the handlers of the rules that fire. If json is
  * not NULL it receives (free with cohort_free)
@@ -701,9 +730,9 @@ COHORT_API int cohort_gpu_monitor_transfer_delay(cohort_gpu_monitor* monitor, ui
  *
  * Operations: every rank must issue the same operations with the same
  * arguments (counts, types, ops, roots) in the same order, from one thread
- * at a time per communicator (contract 7); otherwise every rank fails with
- * COHORT_ERR_MISMATCH. timeout_ms bounds one operation: 0 means the
- * communicator's default (cohort_comm_options_set_timeout_ms); a negative
+ * at a time per communicator (contract 10); otherwise every rank fails with
+ * COHORT_ERR_MISMATCH. timeout_seconds bounds one operation: 0 means the
+ * communicator's default (cohort_comm_options_set_timeout); a negative
  * value, or one above a year, is INVALID_ARGUMENT. Buffers stay the
  * caller's; a blocking call is done with them when it returns, an
  * asynchronous one when its work has finished (cohort_work_test says 1 or
@@ -775,12 +804,10 @@ COHORT_API int cohort_comm_options_set_job_id(cohort_comm_options* options, cons
 COHORT_API int cohort_comm_options_set_generation(cohort_comm_options* options,
                                                   uint64_t generation);
 /* The default timeout of each operation: > 0, at most a year. */
-COHORT_API int cohort_comm_options_set_timeout_ms(cohort_comm_options* options,
-                                                  int64_t timeout_ms);
+COHORT_API int cohort_comm_options_set_timeout(cohort_comm_options* options, double timeout_seconds);
 /* Bounds the whole of cohort_comm_create (store, addresses, connections,
  * handshakes): > 0, at most a year. */
-COHORT_API int cohort_comm_options_set_connect_timeout_ms(cohort_comm_options* options,
-                                                          int64_t timeout_ms);
+COHORT_API int cohort_comm_options_set_connect_timeout(cohort_comm_options* options, double timeout_seconds);
 /* A shared secret of `length` bytes (any bytes; length 0 restores the
  * default): every connection proves both sides know it. secret may be NULL
  * only with length 0. */
@@ -822,7 +849,7 @@ COHORT_API void cohort_comm_destroy(cohort_comm* comm);
  * releases the sockets, after running the asynchronous operations already
  * issued (each fails at once if the communicator is broken). Later
  * operations fail with COHORT_ERR_CLOSED; closing twice is a no-op. An
- * operation, so one thread at a time (contract 7). */
+ * operation, so one thread at a time (contract 10). */
 COHORT_API int cohort_comm_close(cohort_comm* comm);
 COHORT_API int cohort_comm_rank(const cohort_comm* comm, int32_t* rank);
 COHORT_API int cohort_comm_size(const cohort_comm* comm, int32_t* size);
@@ -831,7 +858,7 @@ COHORT_API int cohort_comm_size(const cohort_comm* comm, int32_t* size);
  * operation runs. */
 COHORT_API int cohort_comm_is_broken(const cohort_comm* comm, int32_t* broken);
 /* Why it broke ("" while healthy); free with cohort_free. Never waits. */
-COHORT_API int cohort_comm_broken_reason(const cohort_comm* comm, char** reason);
+COHORT_API int cohort_comm_broken_reason(const cohort_comm* comm, char** reason, size_t* length);
 /* Breaks the communicator from any thread (the one exception to contract
  * 7 besides the queries): the operation under way, or else the next one,
  * fails with COHORT_ERR_CLOSED and "aborted: REASON", and the peers are
@@ -851,63 +878,55 @@ COHORT_API int cohort_comm_choose(const cohort_comm* comm, uint64_t bytes, int32
  * rank's `out` gets the result. in and out may be the same buffer (in
  * place) but must not otherwise overlap. algorithm: COHORT_ALGO_*, the
  * same on every rank. */
-COHORT_API int cohort_comm_allreduce(cohort_comm* comm, const void* in, void* out, uint64_t count,
-                                     int32_t dtype, int32_t op, int32_t algorithm,
-                                     int64_t timeout_ms);
+COHORT_API int cohort_comm_allreduce(cohort_comm* comm, const void* in, void* out, uint64_t count, int32_t dtype,
+                                     int32_t op, int32_t algorithm, double timeout_seconds);
 /* Rank `root`'s `bytes` bytes of `data` end in every rank's `data`. */
 COHORT_API int cohort_comm_broadcast(cohort_comm* comm, void* data, uint64_t bytes, int32_t root,
-                                     int64_t timeout_ms);
+                                     double timeout_seconds);
 /* Returns once every rank has called it. */
-COHORT_API int cohort_comm_barrier(cohort_comm* comm, int64_t timeout_ms);
+COHORT_API int cohort_comm_barrier(cohort_comm* comm, double timeout_seconds);
 /* Every rank contributes `bytes` bytes of `in`; `out` (size * bytes bytes)
  * gets them in rank order. */
 COHORT_API int cohort_comm_allgather(cohort_comm* comm, const void* in, void* out, uint64_t bytes,
-                                     int64_t timeout_ms);
+                                     double timeout_seconds);
 /* `in` holds size * count elements; rank r's `out` (count elements) gets
  * the reduction of block r. */
-COHORT_API int cohort_comm_reduce_scatter(cohort_comm* comm, const void* in, void* out,
-                                          uint64_t count, int32_t dtype, int32_t op,
-                                          int64_t timeout_ms);
+COHORT_API int cohort_comm_reduce_scatter(cohort_comm* comm, const void* in, void* out, uint64_t count, int32_t dtype,
+                                          int32_t op, double timeout_seconds);
 /* Reduces `n` named buffers in place: buffers[i] holds counts[i] elements
  * of dtypes[i] and is called names[i]. Small buffers are packed together
  * (up to the fusion threshold) in name order, so one call moves many small
  * tensors in few messages. Every rank must pass the same names, counts and
  * types (in any order); names must be distinct (INVALID_ARGUMENT names the
  * duplicate). The arrays may be NULL when n is 0. */
-COHORT_API int cohort_comm_allreduce_named(cohort_comm* comm, size_t n, const char* const* names,
-                                           void* const* buffers, const uint64_t* counts,
-                                           const int32_t* dtypes, int32_t op,
-                                           int64_t timeout_ms);
+COHORT_API int cohort_comm_allreduce_named(cohort_comm* comm, size_t n, const char* const* names, void* const* buffers,
+                                           const uint64_t* counts, const int32_t* dtypes, int32_t op,
+                                           double timeout_seconds);
 
 /* Asynchronous forms: check the arguments, queue the operation behind those
  * issued before and return at once with a work handle (pair with
  * cohort_work_destroy). Operations run in issue order on the communicator's
  * own thread; a blocking call issued later waits for them. The buffers
  * must stay valid, and must not be touched, until the work has finished. */
-COHORT_API int cohort_comm_allreduce_async(cohort_comm* comm, const void* in, void* out,
-                                           uint64_t count, int32_t dtype, int32_t op,
-                                           int32_t algorithm, int64_t timeout_ms,
-                                           cohort_work** work);
-COHORT_API int cohort_comm_broadcast_async(cohort_comm* comm, void* data, uint64_t bytes,
-                                           int32_t root, int64_t timeout_ms, cohort_work** work);
-COHORT_API int cohort_comm_barrier_async(cohort_comm* comm, int64_t timeout_ms,
-                                         cohort_work** work);
-COHORT_API int cohort_comm_allgather_async(cohort_comm* comm, const void* in, void* out,
-                                           uint64_t bytes, int64_t timeout_ms,
-                                           cohort_work** work);
-COHORT_API int cohort_comm_reduce_scatter_async(cohort_comm* comm, const void* in, void* out,
-                                                uint64_t count, int32_t dtype, int32_t op,
-                                                int64_t timeout_ms, cohort_work** work);
+COHORT_API int cohort_comm_allreduce_async(cohort_comm* comm, const void* in, void* out, uint64_t count, int32_t dtype,
+                                           int32_t op, int32_t algorithm, double timeout_seconds, cohort_work** work);
+COHORT_API int cohort_comm_broadcast_async(cohort_comm* comm, void* data, uint64_t bytes, int32_t root,
+                                           double timeout_seconds, cohort_work** work);
+COHORT_API int cohort_comm_barrier_async(cohort_comm* comm, double timeout_seconds, cohort_work** work);
+COHORT_API int cohort_comm_allgather_async(cohort_comm* comm, const void* in, void* out, uint64_t bytes,
+                                           double timeout_seconds, cohort_work** work);
+COHORT_API int cohort_comm_reduce_scatter_async(cohort_comm* comm, const void* in, void* out, uint64_t count,
+                                                int32_t dtype, int32_t op, double timeout_seconds, cohort_work** work);
 
 /* *done = 1 once the operation finished (successfully or not), else 0.
  * Never blocks. */
 COHORT_API int cohort_work_test(const cohort_work* work, int32_t* done);
 /* Waits for the operation and returns its status, with its message in
- * cohort_last_error() (the same again if called again). limit_ms 0 waits
+ * cohort_last_error() (the same again if called again). limit_seconds 0 waits
  * until it finishes (its own timeout bounds that); a positive limit (at
  * most a year) gives up after that long with COHORT_ERR_TIMEOUT while the
  * operation goes on. Several threads may test and wait on one work. */
-COHORT_API int cohort_work_wait(cohort_work* work, int64_t limit_ms);
+COHORT_API int cohort_work_wait(cohort_work* work, double limit_seconds);
 /* Releases the handle only: the operation is not cancelled and goes on, and
  * its buffers must stay valid until it has finished (a later blocking
  * operation on the same communicator, cohort_comm_close and
@@ -939,7 +958,7 @@ COHORT_API void cohort_work_destroy(cohort_work* work);
 typedef struct cohort_launch_env cohort_launch_env;
 
 /* Reads the process environment. Pairs with cohort_launch_env_destroy. */
-COHORT_API int cohort_launch_env_read(cohort_launch_env** out);
+COHORT_API int cohort_launch_env_from_env(cohort_launch_env** out);
 /* NULL is ignored. */
 COHORT_API void cohort_launch_env_destroy(cohort_launch_env* env);
 /* 0 <= rank < world_size. */
@@ -964,7 +983,7 @@ COHORT_API int cohort_launch_env_note_count(const cohort_launch_env* env, uint32
 COHORT_API int cohort_launch_env_note(const cohort_launch_env* env, uint32_t index,
                                       const char** note);
 
-/* Reads the process environment as cohort_launch_env_read does and joins
+/* Reads the process environment as cohort_launch_env_from_env does and joins
  * the communicator as that rank of that world size (cohort_comm_create).
  * options may be NULL (the defaults); its store, when set, wins over the
  * environment's. *source, when source is not NULL, receives the source used
@@ -973,8 +992,7 @@ COHORT_API int cohort_launch_env_note(const cohort_launch_env* env, uint32_t ind
  * INVALID_ARGUMENT for malformed variables or when a world of more than one
  * rank has no store (saying to set COHORT_STORE), then as
  * cohort_comm_create. Pairs with cohort_comm_destroy. */
-COHORT_API int cohort_init_from_env(const cohort_comm_options* options, cohort_comm** out,
-                                    const char** source);
+COHORT_API int cohort_comm_from_env(const cohort_comm_options* options, const char** source, cohort_comm** out);
 
 /* ------------------------------------------------------------- coordinator */
 
@@ -995,101 +1013,95 @@ COHORT_API int cohort_coordinator_port(const cohort_coordinator* coordinator, ui
 /* "http://127.0.0.1:PORT"; borrowed from the handle. */
 COHORT_API int cohort_coordinator_url(const cohort_coordinator* coordinator, const char** url);
 
-typedef struct cohort_coord_client cohort_coord_client;
+typedef struct cohort_coordinator_client cohort_coordinator_client;
 
 /* A client of the coordinator at url ("http://HOST:PORT"). token NULL:
- * $COHORT_COORDINATOR_TOKEN. request_timeout_ms bounds one HTTP exchange
+ * $COHORT_COORDINATOR_TOKEN. request_timeout_seconds bounds one HTTP exchange
  * (0: 10 s); failed connections and 5xx answers are retried with backoff
- * until retry_deadline_ms has passed (negative: 30 s; 0: no retry). Errors
+ * until retry_deadline_seconds has passed (negative: 30 s; 0: no retry). Errors
  * by HTTP status: 400 INVALID_ARGUMENT, 401 PERMISSION_DENIED, 404
  * NOT_FOUND, 408 TIMEOUT, 409 MISMATCH, 503 UNAVAILABLE; no answer before
  * the deadline is UNAVAILABLE naming the URL and the last connection error.
  * One client may be used from several threads at once. Pairs with
- * cohort_coord_client_destroy. */
-COHORT_API int cohort_coord_client_create(const char* url, const char* token,
-                                          int64_t request_timeout_ms, int64_t retry_deadline_ms,
-                                          cohort_coord_client** out);
+ * cohort_coordinator_client_destroy. */
+COHORT_API int cohort_coordinator_client_create(const char* url, const char* token, double request_timeout_seconds,
+                                                double retry_deadline_seconds, cohort_coordinator_client** out);
 /* NULL is ignored. */
-COHORT_API void cohort_coord_client_destroy(cohort_coord_client* client);
+COHORT_API void cohort_coordinator_client_destroy(cohort_coordinator_client* client);
 
 /* Creates job `job` (or finds it with the same settings). settings_json
  * NULL or "": the defaults, else a JSON object ({"min_nodes": 2, ...}). */
-COHORT_API int cohort_coord_client_create_job(cohort_coord_client* client, const char* job,
-                                              const char* settings_json);
+COHORT_API int cohort_coordinator_client_ensure_job(cohort_coordinator_client* client, const char* job,
+                                                    const char* settings_json);
 /* The job's state as JSON; free *json with cohort_free. */
-COHORT_API int cohort_coord_client_job_state(cohort_coord_client* client, const char* job,
-                                             char** json, size_t* length);
+COHORT_API int cohort_coordinator_client_job_state(cohort_coordinator_client* client, const char* job, char** json,
+                                                   size_t* length);
 /* Joins node `id` (host and address, its data-plane "HOST:PORT", may be
  * NULL). *active is 1 when the join closed a round with it (then *rank is
  * its rank), else 0 and *rank is -1. Any out-parameter may be NULL. */
-COHORT_API int cohort_coord_client_join(cohort_coord_client* client, const char* job,
-                                        const char* id, const char* host, const char* address,
-                                        uint64_t* generation, int32_t* active, int32_t* rank);
+COHORT_API int cohort_coordinator_client_join(cohort_coordinator_client* client, const char* job, const char* id,
+                                              const char* host, const char* address, uint64_t* generation,
+                                              int32_t* active, int32_t* rank);
 /* generation: the member's world's while active, 0 while waiting. Metrics
  * below 0 are not sent. *rendezvous is 1 when a new round is open: leave
  * the communicator, join again, read the new world. Out-parameters may be
  * NULL. */
-COHORT_API int cohort_coord_client_heartbeat(cohort_coord_client* client, const char* job,
-                                             const char* member, uint64_t generation,
-                                             int64_t step, double step_time,
-                                             double samples_per_sec, uint64_t* job_generation,
-                                             int32_t* active, int32_t* rendezvous);
-COHORT_API int cohort_coord_client_leave(cohort_coord_client* client, const char* job,
-                                         const char* member);
+COHORT_API int cohort_coordinator_client_heartbeat(cohort_coordinator_client* client, const char* job,
+                                                   const char* member, uint64_t generation, int64_t step,
+                                                   double step_time, double samples_per_sec, uint64_t* job_generation,
+                                                   int32_t* active, int32_t* rendezvous);
+COHORT_API int cohort_coordinator_client_leave(cohort_coordinator_client* client, const char* job, const char* member);
 /* Leaves on the member's behalf marking it failed, with why (a launcher that
  * saw its worker die): the member is "failed" at once, not after
  * failure_timeout, and the job opens a new round. `failure` must not be
  * NULL or empty. */
-COHORT_API int cohort_coord_client_leave_failed(cohort_coord_client* client, const char* job,
-                                                const char* member, const char* failure);
+COHORT_API int cohort_coordinator_client_leave_failed(cohort_coordinator_client* client, const char* job,
+                                                      const char* member, const char* failure);
 /* The member's world as JSON, as GET .../world answers it: {"state":
  * "active", "generation", "rank", "world_size", "local_rank",
  * "local_world_size", "node_rank", "peers": [{"rank", "id", "host",
  * "address"}]} ({"state": "waiting", "generation"} while it waits); free
  * *json with cohort_free. */
-COHORT_API int cohort_coord_client_world(cohort_coord_client* client, const char* job,
-                                         const char* member, char** json, size_t* length);
+COHORT_API int cohort_coordinator_client_world(cohort_coordinator_client* client, const char* job, const char* member,
+                                               char** json, size_t* length);
 /* Heartbeats at the job's interval until the member has a world, then as
- * cohort_coord_client_world; TIMEOUT after timeout_ms. */
-COHORT_API int cohort_coord_client_wait_for_world(cohort_coord_client* client, const char* job,
-                                                  const char* member, int64_t timeout_ms,
-                                                  char** json, size_t* length);
+ * cohort_coordinator_client_world; TIMEOUT after timeout_seconds. */
+COHORT_API int cohort_coordinator_client_wait_for_world(cohort_coordinator_client* client, const char* job,
+                                                        const char* member, double timeout_seconds, char** json,
+                                                        size_t* length);
 /* The store of the job's generation `generation` (MISMATCH once that is
  * not the current one). Values are bytes. */
-COHORT_API int cohort_coord_client_store_set(cohort_coord_client* client, const char* job,
-                                             uint64_t generation, const char* key,
-                                             const void* value, size_t length);
-/* Waits up to timeout_ms (0: not at all, NOT_FOUND when absent; TIMEOUT
+COHORT_API int cohort_coordinator_client_store_set(cohort_coordinator_client* client, const char* job,
+                                                   uint64_t generation, const char* key, const void* value,
+                                                   size_t length);
+/* Waits up to timeout_seconds (0: not at all, NOT_FOUND when absent; TIMEOUT
  * after a wait) for the key. *value gets the bytes plus a NUL; free it with
  * cohort_free. */
-COHORT_API int cohort_coord_client_store_get(cohort_coord_client* client, const char* job,
-                                             uint64_t generation, const char* key,
-                                             int64_t timeout_ms, char** value, size_t* length);
+COHORT_API int cohort_coordinator_client_store_get(cohort_coordinator_client* client, const char* job,
+                                                   uint64_t generation, const char* key, double timeout_seconds,
+                                                   char** value, size_t* length);
 /* Adds delta to the integer stored under key (absent: 0) and gives the sum
  * in *value (may be NULL). INVALID_ARGUMENT when the value stored is not a
  * decimal integer. */
-COHORT_API int cohort_coord_client_store_add(cohort_coord_client* client, const char* job,
-                                             uint64_t generation, const char* key, int64_t delta,
-                                             int64_t* value);
+COHORT_API int cohort_coordinator_client_store_add(cohort_coordinator_client* client, const char* job,
+                                                   uint64_t generation, const char* key, int64_t delta, int64_t* value);
 /* Stores `desired` when the key's value equals `expected` (expected NULL:
  * when the key is absent). *stored (may be NULL) is 1 when it stored;
  * *current gets the value after the call plus a NUL (NULL when the key is
  * absent); free it with cohort_free. current may be NULL. */
-COHORT_API int cohort_coord_client_store_compare_and_set(cohort_coord_client* client, const char* job,
-                                                         uint64_t generation, const char* key,
-                                                         const void* expected, size_t expected_length,
-                                                         const void* desired, size_t desired_length,
-                                                         int32_t* stored, char** current,
-                                                         size_t* current_length);
-/* Waits up to timeout_ms for every one of the `count` keys; TIMEOUT naming
+COHORT_API int cohort_coordinator_client_store_compare_and_set(cohort_coordinator_client* client, const char* job,
+                                                               uint64_t generation, const char* key,
+                                                               const void* expected, size_t expected_length,
+                                                               const void* desired, size_t desired_length,
+                                                               int32_t* stored, char** current, size_t* current_length);
+/* Waits up to timeout_seconds for every one of the `count` keys; TIMEOUT naming
  * the keys still missing. */
-COHORT_API int cohort_coord_client_store_wait(cohort_coord_client* client, const char* job,
-                                              uint64_t generation, const char* const* keys,
-                                              size_t count, int64_t timeout_ms);
+COHORT_API int cohort_coordinator_client_store_wait(cohort_coordinator_client* client, const char* job,
+                                                    uint64_t generation, const char* const* keys, size_t count,
+                                                    double timeout_seconds);
 /* Deletes the key; *deleted (may be NULL) is 1 when it was there. */
-COHORT_API int cohort_coord_client_store_delete(cohort_coord_client* client, const char* job,
-                                                uint64_t generation, const char* key,
-                                                int32_t* deleted);
+COHORT_API int cohort_coordinator_client_store_delete(cohort_coordinator_client* client, const char* job,
+                                                      uint64_t generation, const char* key, int32_t* deleted);
 /* A heartbeat with any metrics (NULL: none) as JSON, in the form of the
  * heartbeat route (docs/coordinator.md, "Heartbeats"): {"step",
  * "step_time", "samples_per_sec", "data_wait", "collective_wait",
@@ -1097,24 +1109,27 @@ COHORT_API int cohort_coord_client_store_delete(cohort_coord_client* client, con
  * ...}]}. *reply gets the answer: {"generation", "state", "rendezvous"
  * and, while active, "rank", "world_size"}; free it with cohort_free.
  * INVALID_ARGUMENT naming the field for metrics of the wrong shape. */
-COHORT_API int cohort_coord_client_heartbeat_json(cohort_coord_client* client, const char* job,
-                                                  const char* member, uint64_t generation,
-                                                  const char* metrics_json, char** reply,
-                                                  size_t* length);
+COHORT_API int cohort_coordinator_client_heartbeat_json(cohort_coordinator_client* client, const char* job,
+                                                        const char* member, uint64_t generation,
+                                                        const char* metrics_json, char** reply, size_t* length);
 /* Registers the job's dataset ({"shards": [{"id", "bytes"?, "hosts"?}],
  * "epochs"?, "shuffle"?, "seed"?, "lease_duration"?}). */
-COHORT_API int cohort_coord_client_register_dataset(cohort_coord_client* client,
-                                                    const char* job, const char* plan_json);
+COHORT_API int cohort_coordinator_client_register_dataset(cohort_coordinator_client* client, const char* job,
+                                                          const char* plan_json);
 /* The member's next shard lease as JSON: {"granted", "finished", and when
  * granted "lease", "shard_id", "shard", "epoch", "bytes", "expiry"}; free
  * *json with cohort_free. */
-COHORT_API int cohort_coord_client_next_shard(cohort_coord_client* client, const char* job,
-                                              const char* member, char** json, size_t* length);
-/* Reports a lease done; *counted (may be NULL) is 1 when this report
- * counted the shard, 0 when someone reported it first. */
-COHORT_API int cohort_coord_client_shard_done(cohort_coord_client* client, const char* job,
-                                              const char* member, uint64_t lease,
-                                              int32_t* counted);
+COHORT_API int cohort_coordinator_client_next_shard(cohort_coordinator_client* client, const char* job,
+                                                    const char* member, char** json, size_t* length);
+/* Outcomes of a lease reported done (cohort_*_shard_done). */
+#define COHORT_SHARD_COUNTED 0      /* this report counted the shard */
+#define COHORT_SHARD_COUNTED_LATE 1 /* the lease had expired, but the shard was not done yet */
+#define COHORT_SHARD_ALREADY_DONE 2 /* someone reported the shard first: not counted again */
+
+/* Reports a lease done; *outcome (may be NULL) is a COHORT_SHARD_*
+ * constant. */
+COHORT_API int cohort_coordinator_client_shard_done(cohort_coordinator_client* client, const char* job,
+                                                    const char* member, uint64_t lease, int32_t* outcome);
 
 /* -------------------------------------------------------------- membership */
 
@@ -1146,14 +1161,14 @@ COHORT_API int cohort_membership_member(const cohort_membership* membership, con
 COHORT_API int cohort_membership_job(const cohort_membership* membership, const char** job);
 
 /* Joins (or, after cohort_membership_round_pending said so, joins the new
- * round), heartbeats, and waits up to timeout_ms for the member's world:
+ * round), heartbeats, and waits up to timeout_seconds for the member's world:
  * {"state": "active", "generation", "rank", "world_size", "local_rank",
  * "local_world_size", "node_rank"}; free *world_json with cohort_free.
  * With no round pending it returns the current world at once. TIMEOUT when
  * the round has not closed in time (the member keeps waiting in the job:
  * call again); NOT_FOUND for an unknown job. */
-COHORT_API int cohort_membership_next_world(cohort_membership* membership, int64_t timeout_ms,
-                                            char** world_json, size_t* length);
+COHORT_API int cohort_membership_next_world(cohort_membership* membership, double timeout_seconds, char** world_json,
+                                            size_t* length);
 /* *pending is 1 once a heartbeat answer said a new round is open (or the
  * member is no longer in its world): finish or abandon the step, destroy
  * the communicator, call cohort_membership_next_world. */
@@ -1165,7 +1180,7 @@ COHORT_API int cohort_membership_request_round(cohort_membership* membership, in
 /* A communicator for the last world, bootstrapped on the coordinator's store
  * of its generation (blocks until every rank of the world made one).
  * INVALID_ARGUMENT before the first world. Pairs with cohort_comm_destroy. */
-COHORT_API int cohort_membership_communicator(const cohort_membership* membership, cohort_comm** out);
+COHORT_API int cohort_comm_from_membership(const cohort_membership* membership, cohort_comm** out);
 
 /* One training step for the next heartbeat, in seconds; a negative value is
  * not measured and not sent. At most 64 steps are kept between two
@@ -1183,13 +1198,11 @@ COHORT_API int cohort_membership_set_collective(cohort_membership* membership, u
  * is not JSON. */
 COHORT_API int cohort_membership_set_gpu_json(cohort_membership* membership, const char* json);
 
-/* The member's next shard lease, as cohort_coord_client_next_shard; free
+/* The member's next shard lease, as cohort_coordinator_client_next_shard; free
  * *json with cohort_free. */
 COHORT_API int cohort_membership_next_shard(cohort_membership* membership, char** json, size_t* length);
-/* Reports a lease done: {"outcome": "counted"|"counted_late"|"already_done",
- * "counted"}; free *json with cohort_free. */
-COHORT_API int cohort_membership_shard_done(cohort_membership* membership, uint64_t lease, char** json,
-                                            size_t* length);
+/* Reports a lease done, as cohort_coordinator_client_shard_done. */
+COHORT_API int cohort_membership_shard_done(cohort_membership* membership, uint64_t lease, int32_t* outcome);
 
 /* Stops heartbeating and says goodbye: the job opens a new round at once.
  * Calling it again does nothing; cohort_membership_next_world joins again. */

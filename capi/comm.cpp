@@ -24,10 +24,6 @@ static_assert(COHORT_ALGO_HIERARCHICAL == static_cast<int32_t>(cohort::Algorithm
 
 namespace {
 
-// A deadline is now + timeout on a nanosecond clock; a year keeps that far
-// from overflowing and is longer than anyone means to wait.
-constexpr int64_t kMaxTimeoutMs = int64_t(365) * 24 * 3600 * 1000;
-
 [[noreturn]] void bad(std::string message) {
     throw Error(Errc::invalid_argument, std::move(message));
 }
@@ -51,21 +47,11 @@ cohort::Algorithm check_algorithm(int32_t algorithm, const char* fn) {
     return static_cast<cohort::Algorithm>(algorithm);
 }
 
-// A millisecond count for a timeout; `zero_ok` for the per-call ones, where
-// 0 means the communicator's default.
-std::chrono::milliseconds check_timeout(int64_t ms, bool zero_ok, const char* fn, const char* what) {
-    if (ms < 0 || (ms == 0 && !zero_ok) || ms > kMaxTimeoutMs) {
-        bad(fmt::format("{}: {} must be {} and at most a year ({} ms), got {}", fn, what,
-                        zero_ok ? "0 (the default) or positive" : "positive", kMaxTimeoutMs, ms));
-    }
-    return std::chrono::milliseconds(ms);
-}
-
-cohort::CallOptions call_options(int64_t timeout_ms, const char* fn,
+cohort::CallOptions call_options(double timeout_seconds, const char* fn,
                                  cohort::Algorithm algorithm = cohort::Algorithm::automatic) {
     cohort::CallOptions call;
     call.algorithm = algorithm;
-    call.timeout = check_timeout(timeout_ms, true, fn, "timeout_ms");
+    call.timeout = cohort::capi::milliseconds_arg(timeout_seconds, fn, "timeout_seconds", true);
     return call;
 }
 
@@ -112,10 +98,10 @@ struct Allreduce {
 };
 
 Allreduce check_allreduce(const cohort_comm* comm, const void* in, const void* out, uint64_t count, int32_t dtype,
-                          int32_t op, int32_t algorithm, int64_t timeout_ms, const char* fn) {
+                          int32_t op, int32_t algorithm, double timeout_seconds, const char* fn) {
     require_comm(comm, fn);
     Allreduce a{to_size(count, fn, "count"), check_dtype(dtype, fn), check_op(op, fn),
-                call_options(timeout_ms, fn, check_algorithm(algorithm, fn))};
+                call_options(timeout_seconds, fn, check_algorithm(algorithm, fn))};
     const std::size_t bytes = byte_count(count, cohort::dtype_size(a.dtype), fn, "count");
     require_buffer(in, bytes, fn, "in");
     require_buffer(out, bytes, fn, "out");
@@ -134,10 +120,10 @@ struct Broadcast {
     cohort::CallOptions call;
 };
 
-Broadcast check_broadcast(const cohort_comm* comm, const void* data, uint64_t bytes, int32_t root, int64_t timeout_ms,
-                          const char* fn) {
+Broadcast check_broadcast(const cohort_comm* comm, const void* data, uint64_t bytes, int32_t root,
+                          double timeout_seconds, const char* fn) {
     require_comm(comm, fn);
-    Broadcast b{to_size(bytes, fn, "bytes"), call_options(timeout_ms, fn)};
+    Broadcast b{to_size(bytes, fn, "bytes"), call_options(timeout_seconds, fn)};
     require_buffer(data, b.bytes, fn, "data");
     check_root(comm, root, fn);
     return b;
@@ -148,19 +134,20 @@ struct Allgather {
     cohort::CallOptions call;
 };
 
-Allgather check_allgather(const cohort_comm* comm, const void* in, const void* out, uint64_t bytes, int64_t timeout_ms,
-                          const char* fn) {
+Allgather check_allgather(const cohort_comm* comm, const void* in, const void* out, uint64_t bytes,
+                          double timeout_seconds, const char* fn) {
     require_comm(comm, fn);
-    Allgather g{to_size(bytes, fn, "bytes"), call_options(timeout_ms, fn)};
+    Allgather g{to_size(bytes, fn, "bytes"), call_options(timeout_seconds, fn)};
     require_buffer(in, g.bytes, fn, "in");
     require_buffer(out, byte_count(bytes, static_cast<std::size_t>(size_of(comm)), fn, "bytes"), fn, "out");
     return g;
 }
 
 Allreduce check_reduce_scatter(const cohort_comm* comm, const void* in, const void* out, uint64_t count, int32_t dtype,
-                               int32_t op, int64_t timeout_ms, const char* fn) {
+                               int32_t op, double timeout_seconds, const char* fn) {
     require_comm(comm, fn);
-    Allreduce a{to_size(count, fn, "count"), check_dtype(dtype, fn), check_op(op, fn), call_options(timeout_ms, fn)};
+    Allreduce a{to_size(count, fn, "count"), check_dtype(dtype, fn), check_op(op, fn),
+                call_options(timeout_seconds, fn)};
     const std::size_t block = byte_count(count, cohort::dtype_size(a.dtype), fn, "count");
     require_buffer(in, byte_count(block, static_cast<std::size_t>(size_of(comm)), fn, "count"), fn, "in");
     require_buffer(out, block, fn, "out");
@@ -269,17 +256,17 @@ int cohort_comm_options_set_generation(cohort_comm_options* options, uint64_t ge
     });
 }
 
-int cohort_comm_options_set_timeout_ms(cohort_comm_options* options, int64_t timeout_ms) {
+int cohort_comm_options_set_timeout(cohort_comm_options* options, double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
         require(options, fn, "options");
-        options->impl.timeout = check_timeout(timeout_ms, false, fn, "timeout_ms");
+        options->impl.timeout = cohort::capi::milliseconds_arg(timeout_seconds, fn, "timeout_seconds", false);
     });
 }
 
-int cohort_comm_options_set_connect_timeout_ms(cohort_comm_options* options, int64_t timeout_ms) {
+int cohort_comm_options_set_connect_timeout(cohort_comm_options* options, double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
         require(options, fn, "options");
-        options->impl.connect_timeout = check_timeout(timeout_ms, false, fn, "timeout_ms");
+        options->impl.connect_timeout = cohort::capi::milliseconds_arg(timeout_seconds, fn, "timeout_seconds", false);
     });
 }
 
@@ -393,11 +380,11 @@ int cohort_comm_is_broken(const cohort_comm* comm, int32_t* broken) {
     });
 }
 
-int cohort_comm_broken_reason(const cohort_comm* comm, char** reason) {
+int cohort_comm_broken_reason(const cohort_comm* comm, char** reason, size_t* length) {
     return guard(__func__, [&](const char* fn) {
         require_comm(comm, fn);
         require(reason, fn, "reason");
-        *reason = cohort::capi::copy_out(comm->impl.broken_reason());
+        cohort::capi::give_text(comm->impl.broken_reason(), reason, length);
     });
 }
 
@@ -424,48 +411,48 @@ int cohort_comm_choose(const cohort_comm* comm, uint64_t bytes, int32_t* algorit
 // ------------------------------------------------------------- blocking
 
 int cohort_comm_allreduce(cohort_comm* comm, const void* in, void* out, uint64_t count, int32_t dtype, int32_t op,
-                          int32_t algorithm, int64_t timeout_ms) {
+                          int32_t algorithm, double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
-        const auto a = check_allreduce(comm, in, out, count, dtype, op, algorithm, timeout_ms, fn);
+        const auto a = check_allreduce(comm, in, out, count, dtype, op, algorithm, timeout_seconds, fn);
         comm->impl.allreduce(in, out, a.count, a.dtype, a.op, a.call);
     });
 }
 
-int cohort_comm_broadcast(cohort_comm* comm, void* data, uint64_t bytes, int32_t root, int64_t timeout_ms) {
+int cohort_comm_broadcast(cohort_comm* comm, void* data, uint64_t bytes, int32_t root, double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
-        const auto b = check_broadcast(comm, data, bytes, root, timeout_ms, fn);
+        const auto b = check_broadcast(comm, data, bytes, root, timeout_seconds, fn);
         comm->impl.broadcast(data, b.bytes, root, b.call);
     });
 }
 
-int cohort_comm_barrier(cohort_comm* comm, int64_t timeout_ms) {
+int cohort_comm_barrier(cohort_comm* comm, double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
         require_comm(comm, fn);
-        comm->impl.barrier(call_options(timeout_ms, fn));
+        comm->impl.barrier(call_options(timeout_seconds, fn));
     });
 }
 
-int cohort_comm_allgather(cohort_comm* comm, const void* in, void* out, uint64_t bytes, int64_t timeout_ms) {
+int cohort_comm_allgather(cohort_comm* comm, const void* in, void* out, uint64_t bytes, double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
-        const auto g = check_allgather(comm, in, out, bytes, timeout_ms, fn);
+        const auto g = check_allgather(comm, in, out, bytes, timeout_seconds, fn);
         comm->impl.allgather(in, out, g.bytes, g.call);
     });
 }
 
 int cohort_comm_reduce_scatter(cohort_comm* comm, const void* in, void* out, uint64_t count, int32_t dtype, int32_t op,
-                               int64_t timeout_ms) {
+                               double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
-        const auto a = check_reduce_scatter(comm, in, out, count, dtype, op, timeout_ms, fn);
+        const auto a = check_reduce_scatter(comm, in, out, count, dtype, op, timeout_seconds, fn);
         comm->impl.reduce_scatter(in, out, a.count, a.dtype, a.op, a.call);
     });
 }
 
 int cohort_comm_allreduce_named(cohort_comm* comm, size_t n, const char* const* names, void* const* buffers,
-                                const uint64_t* counts, const int32_t* dtypes, int32_t op, int64_t timeout_ms) {
+                                const uint64_t* counts, const int32_t* dtypes, int32_t op, double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
         require_comm(comm, fn);
         const auto reduce = check_op(op, fn);
-        const auto call = call_options(timeout_ms, fn);
+        const auto call = call_options(timeout_seconds, fn);
         if (n > 0) {
             require(names, fn, "names");
             require(buffers, fn, "buffers");
@@ -495,45 +482,45 @@ int cohort_comm_allreduce_named(cohort_comm* comm, size_t n, const char* const* 
 // ----------------------------------------------------------- asynchronous
 
 int cohort_comm_allreduce_async(cohort_comm* comm, const void* in, void* out, uint64_t count, int32_t dtype, int32_t op,
-                                int32_t algorithm, int64_t timeout_ms, cohort_work** work) {
+                                int32_t algorithm, double timeout_seconds, cohort_work** work) {
     return guard(__func__, [&](const char* fn) {
         require(work, fn, "work");
-        const auto a = check_allreduce(comm, in, out, count, dtype, op, algorithm, timeout_ms, fn);
+        const auto a = check_allreduce(comm, in, out, count, dtype, op, algorithm, timeout_seconds, fn);
         give_work(comm->impl.allreduce_async(in, out, a.count, a.dtype, a.op, a.call), work);
     });
 }
 
-int cohort_comm_broadcast_async(cohort_comm* comm, void* data, uint64_t bytes, int32_t root, int64_t timeout_ms,
+int cohort_comm_broadcast_async(cohort_comm* comm, void* data, uint64_t bytes, int32_t root, double timeout_seconds,
                                 cohort_work** work) {
     return guard(__func__, [&](const char* fn) {
         require(work, fn, "work");
-        const auto b = check_broadcast(comm, data, bytes, root, timeout_ms, fn);
+        const auto b = check_broadcast(comm, data, bytes, root, timeout_seconds, fn);
         give_work(comm->impl.broadcast_async(data, b.bytes, root, b.call), work);
     });
 }
 
-int cohort_comm_barrier_async(cohort_comm* comm, int64_t timeout_ms, cohort_work** work) {
+int cohort_comm_barrier_async(cohort_comm* comm, double timeout_seconds, cohort_work** work) {
     return guard(__func__, [&](const char* fn) {
         require(work, fn, "work");
         require_comm(comm, fn);
-        give_work(comm->impl.barrier_async(call_options(timeout_ms, fn)), work);
+        give_work(comm->impl.barrier_async(call_options(timeout_seconds, fn)), work);
     });
 }
 
-int cohort_comm_allgather_async(cohort_comm* comm, const void* in, void* out, uint64_t bytes, int64_t timeout_ms,
+int cohort_comm_allgather_async(cohort_comm* comm, const void* in, void* out, uint64_t bytes, double timeout_seconds,
                                 cohort_work** work) {
     return guard(__func__, [&](const char* fn) {
         require(work, fn, "work");
-        const auto g = check_allgather(comm, in, out, bytes, timeout_ms, fn);
+        const auto g = check_allgather(comm, in, out, bytes, timeout_seconds, fn);
         give_work(comm->impl.allgather_async(in, out, g.bytes, g.call), work);
     });
 }
 
 int cohort_comm_reduce_scatter_async(cohort_comm* comm, const void* in, void* out, uint64_t count, int32_t dtype,
-                                     int32_t op, int64_t timeout_ms, cohort_work** work) {
+                                     int32_t op, double timeout_seconds, cohort_work** work) {
     return guard(__func__, [&](const char* fn) {
         require(work, fn, "work");
-        const auto a = check_reduce_scatter(comm, in, out, count, dtype, op, timeout_ms, fn);
+        const auto a = check_reduce_scatter(comm, in, out, count, dtype, op, timeout_seconds, fn);
         give_work(comm->impl.reduce_scatter_async(in, out, a.count, a.dtype, a.op, a.call), work);
     });
 }
@@ -548,10 +535,10 @@ int cohort_work_test(const cohort_work* work, int32_t* done) {
     });
 }
 
-int cohort_work_wait(cohort_work* work, int64_t limit_ms) {
+int cohort_work_wait(cohort_work* work, double limit_seconds) {
     return guard(__func__, [&](const char* fn) {
         require(work, fn, "work");
-        const auto limit = check_timeout(limit_ms, true, fn, "limit_ms");
+        const auto limit = cohort::capi::milliseconds_arg(limit_seconds, fn, "limit_seconds", true);
         if (limit.count() == 0)
             work->impl.wait();
         else

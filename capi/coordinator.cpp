@@ -21,11 +21,12 @@ using cohort::Errc;
 using cohort::Error;
 using cohort::capi::copy_out;
 using cohort::capi::give_text;
-using cohort::capi::lease_json;
-using cohort::capi::world_json;
 using cohort::capi::guard;
+using cohort::capi::lease_json;
 using cohort::capi::metrics_from_text;
+using cohort::capi::milliseconds_arg;
 using cohort::capi::require;
+using cohort::capi::world_json;
 
 namespace {
 
@@ -35,13 +36,8 @@ std::string text_or(const char* text, std::string fallback = {}) {
     return text != nullptr ? std::string(text) : std::move(fallback);
 }
 
-std::chrono::milliseconds non_negative_ms(int64_t ms, const char* fn, const char* what) {
-    if (ms < 0) throw Error(Errc::invalid_argument, std::string(fn) + ": " + what + " must not be negative");
-    return std::chrono::milliseconds(ms);
-}
-
 // The common checks of a client call on a job and member.
-void require_call(const cohort_coord_client* client, const char* job, const char* fn) {
+void require_call(const cohort_coordinator_client* client, const char* job, const char* fn) {
     require(client, fn, "client");
     require(job, fn, "job");
 }
@@ -85,34 +81,36 @@ int cohort_coordinator_url(const cohort_coordinator* coordinator, const char** u
     });
 }
 
-int cohort_coord_client_create(const char* url, const char* token, int64_t request_timeout_ms,
-                               int64_t retry_deadline_ms, cohort_coord_client** out) {
+int cohort_coordinator_client_create(const char* url, const char* token, double request_timeout_seconds,
+                                     double retry_deadline_seconds, cohort_coordinator_client** out) {
     return guard(__func__, [&](const char* fn) {
         require(url, fn, "url");
         require(out, fn, "out");
         cohort::CoordinatorClientOptions options;
         if (token != nullptr) options.token = token;
-        if (request_timeout_ms < 0) {
-            throw Error(Errc::invalid_argument, std::string(fn) + ": request_timeout_ms must not be negative");
-        }
-        if (request_timeout_ms > 0) options.request_timeout = std::chrono::milliseconds(request_timeout_ms);
-        if (retry_deadline_ms >= 0) options.retry_deadline = std::chrono::milliseconds(retry_deadline_ms);
-        *out = new cohort_coord_client{cohort::CoordinatorClient(url, std::move(options))};
+        const auto request_timeout = milliseconds_arg(request_timeout_seconds, fn, "request_timeout_seconds", true);
+        if (request_timeout.count() > 0) options.request_timeout = request_timeout;
+        // Negative: the default (contract 6 allows no other negative duration).
+        if (!(retry_deadline_seconds < 0))
+            options.retry_deadline = milliseconds_arg(retry_deadline_seconds, fn, "retry_deadline_seconds", true);
+        *out = new cohort_coordinator_client{cohort::CoordinatorClient(url, std::move(options))};
     });
 }
 
-void cohort_coord_client_destroy(cohort_coord_client* client) {
+void cohort_coordinator_client_destroy(cohort_coordinator_client* client) {
     delete client;
 }
 
-int cohort_coord_client_create_job(cohort_coord_client* client, const char* job, const char* settings_json) {
+int cohort_coordinator_client_ensure_job(cohort_coordinator_client* client, const char* job,
+                                         const char* settings_json) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         client->impl.create_job_json(job, text_or(settings_json));
     });
 }
 
-int cohort_coord_client_job_state(cohort_coord_client* client, const char* job, char** json_out, size_t* length) {
+int cohort_coordinator_client_job_state(cohort_coordinator_client* client, const char* job, char** json_out,
+                                        size_t* length) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(json_out, fn, "json");
@@ -120,8 +118,8 @@ int cohort_coord_client_job_state(cohort_coord_client* client, const char* job, 
     });
 }
 
-int cohort_coord_client_join(cohort_coord_client* client, const char* job, const char* id, const char* host,
-                             const char* address, uint64_t* generation, int32_t* active, int32_t* rank) {
+int cohort_coordinator_client_join(cohort_coordinator_client* client, const char* job, const char* id, const char* host,
+                                   const char* address, uint64_t* generation, int32_t* active, int32_t* rank) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(id, fn, "id");
@@ -136,9 +134,9 @@ int cohort_coord_client_join(cohort_coord_client* client, const char* job, const
     });
 }
 
-int cohort_coord_client_heartbeat(cohort_coord_client* client, const char* job, const char* member, uint64_t generation,
-                                  int64_t step, double step_time, double samples_per_sec, uint64_t* job_generation,
-                                  int32_t* active, int32_t* rendezvous) {
+int cohort_coordinator_client_heartbeat(cohort_coordinator_client* client, const char* job, const char* member,
+                                        uint64_t generation, int64_t step, double step_time, double samples_per_sec,
+                                        uint64_t* job_generation, int32_t* active, int32_t* rendezvous) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(member, fn, "member");
@@ -156,7 +154,7 @@ int cohort_coord_client_heartbeat(cohort_coord_client* client, const char* job, 
     });
 }
 
-int cohort_coord_client_leave(cohort_coord_client* client, const char* job, const char* member) {
+int cohort_coordinator_client_leave(cohort_coordinator_client* client, const char* job, const char* member) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(member, fn, "member");
@@ -164,8 +162,8 @@ int cohort_coord_client_leave(cohort_coord_client* client, const char* job, cons
     });
 }
 
-int cohort_coord_client_leave_failed(cohort_coord_client* client, const char* job, const char* member,
-                                     const char* failure) {
+int cohort_coordinator_client_leave_failed(cohort_coordinator_client* client, const char* job, const char* member,
+                                           const char* failure) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(member, fn, "member");
@@ -178,8 +176,8 @@ int cohort_coord_client_leave_failed(cohort_coord_client* client, const char* jo
     });
 }
 
-int cohort_coord_client_world(cohort_coord_client* client, const char* job, const char* member, char** json_out,
-                              size_t* length) {
+int cohort_coordinator_client_world(cohort_coordinator_client* client, const char* job, const char* member,
+                                    char** json_out, size_t* length) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(member, fn, "member");
@@ -188,19 +186,19 @@ int cohort_coord_client_world(cohort_coord_client* client, const char* job, cons
     });
 }
 
-int cohort_coord_client_wait_for_world(cohort_coord_client* client, const char* job, const char* member,
-                                       int64_t timeout_ms, char** json_out, size_t* length) {
+int cohort_coordinator_client_wait_for_world(cohort_coordinator_client* client, const char* job, const char* member,
+                                             double timeout_seconds, char** json_out, size_t* length) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(member, fn, "member");
         require(json_out, fn, "json");
-        const auto timeout = non_negative_ms(timeout_ms, fn, "timeout_ms");
+        const auto timeout = milliseconds_arg(timeout_seconds, fn, "timeout_seconds", true);
         give_text(world_json(client->impl.wait_for_world(job, member, timeout), true), json_out, length);
     });
 }
 
-int cohort_coord_client_store_set(cohort_coord_client* client, const char* job, uint64_t generation, const char* key,
-                                  const void* value, size_t length) {
+int cohort_coordinator_client_store_set(cohort_coordinator_client* client, const char* job, uint64_t generation,
+                                        const char* key, const void* value, size_t length) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(key, fn, "key");
@@ -210,19 +208,19 @@ int cohort_coord_client_store_set(cohort_coord_client* client, const char* job, 
     });
 }
 
-int cohort_coord_client_store_get(cohort_coord_client* client, const char* job, uint64_t generation, const char* key,
-                                  int64_t timeout_ms, char** value, size_t* length) {
+int cohort_coordinator_client_store_get(cohort_coordinator_client* client, const char* job, uint64_t generation,
+                                        const char* key, double timeout_seconds, char** value, size_t* length) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(key, fn, "key");
         require(value, fn, "value");
-        const auto timeout = non_negative_ms(timeout_ms, fn, "timeout_ms");
+        const auto timeout = milliseconds_arg(timeout_seconds, fn, "timeout_seconds", true);
         give_text(client->impl.store_get(job, generation, key, timeout), value, length);
     });
 }
 
-int cohort_coord_client_store_add(cohort_coord_client* client, const char* job, uint64_t generation, const char* key,
-                                  int64_t delta, int64_t* value) {
+int cohort_coordinator_client_store_add(cohort_coordinator_client* client, const char* job, uint64_t generation,
+                                        const char* key, int64_t delta, int64_t* value) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(key, fn, "key");
@@ -231,10 +229,10 @@ int cohort_coord_client_store_add(cohort_coord_client* client, const char* job, 
     });
 }
 
-int cohort_coord_client_store_compare_and_set(cohort_coord_client* client, const char* job, uint64_t generation,
-                                              const char* key, const void* expected, size_t expected_length,
-                                              const void* desired, size_t desired_length, int32_t* stored,
-                                              char** current, size_t* current_length) {
+int cohort_coordinator_client_store_compare_and_set(cohort_coordinator_client* client, const char* job,
+                                                    uint64_t generation, const char* key, const void* expected,
+                                                    size_t expected_length, const void* desired, size_t desired_length,
+                                                    int32_t* stored, char** current, size_t* current_length) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(key, fn, "key");
@@ -252,8 +250,8 @@ int cohort_coord_client_store_compare_and_set(cohort_coord_client* client, const
     });
 }
 
-int cohort_coord_client_store_wait(cohort_coord_client* client, const char* job, uint64_t generation,
-                                   const char* const* keys, size_t count, int64_t timeout_ms) {
+int cohort_coordinator_client_store_wait(cohort_coordinator_client* client, const char* job, uint64_t generation,
+                                         const char* const* keys, size_t count, double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         if (count > 0) require(keys, fn, "keys");
@@ -265,12 +263,12 @@ int cohort_coord_client_store_wait(cohort_coord_client* client, const char* job,
             }
             list.emplace_back(keys[i]);
         }
-        client->impl.store_wait(job, generation, list, non_negative_ms(timeout_ms, fn, "timeout_ms"));
+        client->impl.store_wait(job, generation, list, milliseconds_arg(timeout_seconds, fn, "timeout_seconds", true));
     });
 }
 
-int cohort_coord_client_store_delete(cohort_coord_client* client, const char* job, uint64_t generation,
-                                     const char* key, int32_t* deleted) {
+int cohort_coordinator_client_store_delete(cohort_coordinator_client* client, const char* job, uint64_t generation,
+                                           const char* key, int32_t* deleted) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(key, fn, "key");
@@ -279,9 +277,9 @@ int cohort_coord_client_store_delete(cohort_coord_client* client, const char* jo
     });
 }
 
-int cohort_coord_client_heartbeat_json(cohort_coord_client* client, const char* job, const char* member,
-                                       uint64_t generation, const char* metrics_json, char** reply,
-                                       size_t* length) {
+int cohort_coordinator_client_heartbeat_json(cohort_coordinator_client* client, const char* job, const char* member,
+                                             uint64_t generation, const char* metrics_json, char** reply,
+                                             size_t* length) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(member, fn, "member");
@@ -293,7 +291,8 @@ int cohort_coord_client_heartbeat_json(cohort_coord_client* client, const char* 
     });
 }
 
-int cohort_coord_client_register_dataset(cohort_coord_client* client, const char* job, const char* plan_json) {
+int cohort_coordinator_client_register_dataset(cohort_coordinator_client* client, const char* job,
+                                               const char* plan_json) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(plan_json, fn, "plan_json");
@@ -301,8 +300,8 @@ int cohort_coord_client_register_dataset(cohort_coord_client* client, const char
     });
 }
 
-int cohort_coord_client_next_shard(cohort_coord_client* client, const char* job, const char* member, char** json_out,
-                                   size_t* length) {
+int cohort_coordinator_client_next_shard(cohort_coordinator_client* client, const char* job, const char* member,
+                                         char** json_out, size_t* length) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(member, fn, "member");
@@ -311,13 +310,13 @@ int cohort_coord_client_next_shard(cohort_coord_client* client, const char* job,
     });
 }
 
-int cohort_coord_client_shard_done(cohort_coord_client* client, const char* job, const char* member, uint64_t lease,
-                                   int32_t* counted) {
+int cohort_coordinator_client_shard_done(cohort_coordinator_client* client, const char* job, const char* member,
+                                         uint64_t lease, int32_t* outcome) {
     return guard(__func__, [&](const char* fn) {
         require_call(client, job, fn);
         require(member, fn, "member");
-        const cohort::ShardDone r = client->impl.shard_done(job, member, lease);
-        if (counted != nullptr) *counted = r.counted ? 1 : 0;
+        const int32_t done = cohort::capi::shard_outcome(client->impl.shard_done(job, member, lease));
+        if (outcome != nullptr) *outcome = done;
     });
 }
 

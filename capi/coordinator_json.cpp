@@ -3,6 +3,10 @@
 // (<cohort/coordinator_protocol.hpp>), so C callers see what the wire says.
 #include "coordinator_json.hpp"
 
+#include "cohort.h"
+
+#include <cohort/error.hpp>
+
 #include <fmt/format.h>
 
 namespace cohort::capi {
@@ -17,6 +21,13 @@ std::string lease_json(const cohort::ShardLease& l) {
 
 cohort::HeartbeatMetrics metrics_from_text(const char* text, const char* fn) {
     return cohort::heartbeat_metrics_from_json_text(text, fmt::format("{}: metrics_json", fn));
+}
+
+int32_t shard_outcome(const ShardDone& done) {
+    if (done.outcome == "counted") return COHORT_SHARD_COUNTED;
+    if (done.outcome == "counted_late") return COHORT_SHARD_COUNTED_LATE;
+    if (done.outcome == "already_done") return COHORT_SHARD_ALREADY_DONE;
+    throw Error(Errc::internal, fmt::format("unknown shard outcome '{}' from the coordinator", done.outcome));
 }
 
 }  // namespace cohort::capi

@@ -1,10 +1,11 @@
-// JSON forms shared by the coordinator client's and the membership's C
+// Forms shared by the coordinator client's and the membership's C
 // functions: a member's world, a shard lease, and the heartbeat metrics a
-// caller passes as text.
+// caller passes as text, and a shard report's outcome.
 #pragma once
 
 #include <cohort/coordinator_client.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace cohort::capi {
@@ -20,5 +21,7 @@ std::string lease_json(const ShardLease& lease);
 // metrics") as the client's struct. Error(invalid_argument) "FN:
 // metrics_json: ..." naming the field.
 HeartbeatMetrics metrics_from_text(const char* text, const char* fn);
+// The COHORT_SHARD_* constant of a lease reported done.
+int32_t shard_outcome(const ShardDone& done);
 
 }  // namespace cohort::capi

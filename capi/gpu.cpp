@@ -9,6 +9,7 @@
 
 using cohort::Errc;
 using cohort::Error;
+using cohort::capi::give_text;
 using cohort::capi::guard;
 using cohort::capi::require;
 
@@ -20,12 +21,6 @@ public:
     std::string name() const override { return "none"; }
     std::vector<cohort::GpuReading> read(double) override { return {}; }
 };
-
-// Hands `text` to the caller (contract 5).
-void give(const std::string& text, char** out, size_t* length) {
-    *out = cohort::capi::copy_out(text);
-    if (length) *length = text.size();
-}
 
 // A duration argument: finite and positive.
 void check_seconds(double seconds, const char* fn, const char* what) {
@@ -131,7 +126,7 @@ int cohort_gpu_backends(double deadline_seconds, char** json, size_t* length) {
         out.push_back(availability("nvidia-smi", [&] { cohort::GpuProbe::open("smi", options); }));
         out.push_back({{"backend", "file"}, {"available", true}, {"reason", ""}});
         out.push_back({{"backend", "none"}, {"available", true}, {"reason", ""}});
-        give(boost::json::serialize(out), json, length);
+        give_text(boost::json::serialize(out), json, length);
     });
 }
 
@@ -164,7 +159,7 @@ int cohort_gpu_probe_selection(const cohort_gpu_probe* probe, char** json, size_
     return guard(__func__, [&](const char* fn) {
         require(probe, fn, "probe");
         require(json, fn, "json");
-        give(probe->selection_json, json, length);
+        give_text(probe->selection_json, json, length);
     });
 }
 
@@ -172,7 +167,7 @@ int cohort_gpu_probe_sample(cohort_gpu_probe* probe, char** json, size_t* length
     return guard(__func__, [&](const char* fn) {
         cohort::GpuProbe& p = live_probe(probe, fn);
         require(json, fn, "json");
-        give(p.sample().to_json(), json, length);
+        give_text(p.sample().to_json(), json, length);
     });
 }
 
@@ -241,7 +236,7 @@ int cohort_gpu_monitor_sample_now(cohort_gpu_monitor* monitor, char** json, size
     return guard(__func__, [&](const char* fn) {
         require(monitor, fn, "monitor");
         const cohort::GpuSample sample = monitor->impl.sample_now();
-        if (json) give(sample.to_json(), json, length);
+        if (json) give_text(sample.to_json(), json, length);
     });
 }
 
@@ -255,7 +250,7 @@ int cohort_gpu_monitor_latest(const cohort_gpu_monitor* monitor, char** json, si
                                                      "cohort_gpu_monitor_sample_now)",
                                                      fn));
         }
-        give(latest->to_json(), json, length);
+        give_text(latest->to_json(), json, length);
     });
 }
 
@@ -278,7 +273,7 @@ int cohort_gpu_monitor_history(const cohort_gpu_monitor* monitor, uint32_t gpu, 
         require(monitor, fn, "monitor");
         require(json, fn, "json");
         check_gpu(*monitor, gpu, fn);
-        give(cohort::to_json(monitor->impl.history(gpu)), json, length);
+        give_text(cohort::to_json(monitor->impl.history(gpu)), json, length);
     });
 }
 

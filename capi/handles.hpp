@@ -5,10 +5,8 @@
 #include "cohort.h"
 
 #include <cohort/cohort.hpp>
-#include <cohort/communicator.hpp>  // not (yet) part of cohort.hpp
-#include <cohort/coordinator.hpp>
-#include <cohort/coordinator_client.hpp>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -68,7 +66,7 @@ struct cohort_coordinator {
     cohort::Coordinator impl;
     std::string url;  // for borrowed reads
 };
-struct cohort_coord_client {
+struct cohort_coordinator_client {
     cohort::CoordinatorClient impl;  // synchronises its own calls
 };
 
@@ -76,6 +74,10 @@ namespace cohort::capi {
 
 void set_last_error(const char* message) noexcept;
 const char* last_error_message() noexcept;
+
+// The status a code becomes at the boundary (status.cpp checks that each
+// cohort::Errc equals its COHORT_ERR_* constant).
+int to_status(Errc code) noexcept;
 
 // Runs `body(function)`, turning any exception into a status and the
 // thread's last error. No exception leaves this function. `function` is the
@@ -87,7 +89,7 @@ int guard(const char* function, Body&& body) noexcept {
         return COHORT_OK;
     } catch (const cohort::Error& e) {
         set_last_error(e.what());
-        return static_cast<int>(e.code());
+        return to_status(e.code());
     } catch (const std::bad_alloc&) {
         set_last_error("out of memory");
         return COHORT_ERR_NO_MEMORY;
@@ -105,6 +107,13 @@ inline void require(const void* pointer, const char* function, const char* what)
     if (pointer == nullptr)
         throw Error(Errc::invalid_argument, std::string(function) + ": " + what + " must not be NULL");
 }
+
+// A duration argument in seconds (contract 6) as whole milliseconds, rounded
+// up so that a positive value never becomes 0, which often means "the
+// default". Fails with invalid_argument naming `what` unless it is finite, at
+// least 0 (more than 0 unless zero_ok) and at most a year: a deadline of now
+// plus a year cannot overflow a nanosecond clock.
+std::chrono::milliseconds milliseconds_arg(double seconds, const char* function, const char* what, bool zero_ok);
 
 // A copy of `text` in memory the caller frees with cohort_free.
 char* copy_out(const std::string& text);

@@ -21,7 +21,7 @@ using cohort::capi::require;
 
 namespace {
 
-// The source as static storage, for cohort_init_from_env's borrowed-forever
+// The source as static storage, for cohort_comm_from_env's borrowed-forever
 // out-parameter.
 const char* static_source(std::string_view source) {
     for (const char* name : {"cohort", "torchrun", "openmpi", "slurm"})
@@ -43,7 +43,7 @@ int get(const char* fn, const cohort_launch_env* env, T* out, const char* what, 
 
 extern "C" {
 
-int cohort_launch_env_read(cohort_launch_env** out) {
+int cohort_launch_env_from_env(cohort_launch_env** out) {
     return guard(__func__, [&](const char* fn) {
         require(out, fn, "out");
         try {
@@ -105,7 +105,7 @@ int cohort_launch_env_note(const cohort_launch_env* env, uint32_t index, const c
     });
 }
 
-int cohort_init_from_env(const cohort_comm_options* options, cohort_comm** out, const char** source) {
+int cohort_comm_from_env(const cohort_comm_options* options, const char** source, cohort_comm** out) {
     return guard(__func__, [&](const char* fn) {
         require(out, fn, "out");
         cohort::LaunchEnv env;

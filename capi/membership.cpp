@@ -4,9 +4,6 @@
 
 #include <cohort/membership.hpp>
 
-#include <boost/json/object.hpp>
-#include <boost/json/serialize.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -26,15 +23,6 @@ using cohort::capi::guard;
 using cohort::capi::require;
 
 namespace {
-
-namespace json = boost::json;
-
-std::string done_json(const cohort::ShardDone& d) {
-    json::object o;
-    o["outcome"] = d.outcome;
-    o["counted"] = d.counted;
-    return json::serialize(o);
-}
 
 std::string text_or_empty(const char* text) {
     return text != nullptr ? std::string(text) : std::string();
@@ -86,12 +74,12 @@ int cohort_membership_job(const cohort_membership* membership, const char** job)
     });
 }
 
-int cohort_membership_next_world(cohort_membership* membership, int64_t timeout_ms, char** world, size_t* length) {
+int cohort_membership_next_world(cohort_membership* membership, double timeout_seconds, char** world, size_t* length) {
     return guard(__func__, [&](const char* fn) {
         require(membership, fn, "membership");
         require(world, fn, "world_json");
-        if (timeout_ms < 0) throw Error(Errc::invalid_argument, std::string(fn) + ": timeout_ms must not be negative");
-        give_text(world_json(membership->impl.next_world(std::chrono::milliseconds(timeout_ms)), false), world, length);
+        const auto timeout = cohort::capi::milliseconds_arg(timeout_seconds, fn, "timeout_seconds", true);
+        give_text(world_json(membership->impl.next_world(timeout), false), world, length);
     });
 }
 
@@ -111,7 +99,7 @@ int cohort_membership_request_round(cohort_membership* membership, int32_t* pend
     });
 }
 
-int cohort_membership_communicator(const cohort_membership* membership, cohort_comm** out) {
+int cohort_comm_from_membership(const cohort_membership* membership, cohort_comm** out) {
     return guard(__func__, [&](const char* fn) {
         require(membership, fn, "membership");
         require(out, fn, "out");
@@ -149,11 +137,11 @@ int cohort_membership_next_shard(cohort_membership* membership, char** json_out,
     });
 }
 
-int cohort_membership_shard_done(cohort_membership* membership, uint64_t lease, char** json_out, size_t* length) {
+int cohort_membership_shard_done(cohort_membership* membership, uint64_t lease, int32_t* outcome) {
     return guard(__func__, [&](const char* fn) {
         require(membership, fn, "membership");
-        require(json_out, fn, "json");
-        give_text(done_json(membership->impl.shard_done(lease)), json_out, length);
+        const int32_t done = cohort::capi::shard_outcome(membership->impl.shard_done(lease));
+        if (outcome != nullptr) *outcome = done;
     });
 }
 

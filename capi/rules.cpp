@@ -8,17 +8,12 @@
 
 using cohort::Errc;
 using cohort::Error;
+using cohort::capi::give_text;
 using cohort::capi::guard;
-using cohort::capi::require;
 using cohort::capi::plain_text;
+using cohort::capi::require;
 
 namespace {
-
-// Hands `text` to the caller (contract 5).
-void give(const std::string& text, char** out, size_t* length) {
-    *out = cohort::capi::copy_out(text);
-    if (length) *length = text.size();
-}
 
 // ------------------------------------------------------------ arguments
 
@@ -45,7 +40,7 @@ void same_table(const cohort::Context& context, const cohort::Symbols* symbols, 
 const cohort_expr& checked(const cohort_expr* expr, const cohort_context* context, const char* fn) {
     require(expr, fn, "expr");
     require(context, fn, "context");
-    same_table(context->impl, expr->impl.symbols().get(), fn, "cohort_expr_context_create or cohort_context_create");
+    same_table(context->impl, expr->impl.symbols().get(), fn, "cohort_context_from_expr or cohort_context_create");
     return *expr;
 }
 
@@ -207,17 +202,18 @@ int cohort_expr_evaluate(const cohort_expr* expr, const cohort_context* context,
         const cohort_expr& e = checked(expr, context, fn);
         require(truth, fn, "truth");
         const cohort::Outcome outcome = e.impl.evaluate(context->impl);
-        if (json) give(cohort::to_json(outcome), json, length);
+        if (json) give_text(cohort::to_json(outcome), json, length);
         *truth = static_cast<int32_t>(outcome.truth);
     });
 }
 
-int cohort_expr_value(const cohort_expr* expr, const cohort_context* context, int32_t* type, char** text) {
+int cohort_expr_value(const cohort_expr* expr, const cohort_context* context, int32_t* type, char** text,
+                      size_t* length) {
     return guard(__func__, [&](const char* fn) {
         const cohort_expr& e = checked(expr, context, fn);
         require(type, fn, "type");
         const cohort::Value value = e.impl.value(context->impl);
-        if (text) *text = cohort::capi::copy_out(plain_text(value));
+        if (text) give_text(plain_text(value), text, length);
         *type = type_code(value.type());
     });
 }
@@ -226,7 +222,7 @@ int cohort_expr_explain(const cohort_expr* expr, const cohort_context* context, 
     return guard(__func__, [&](const char* fn) {
         const cohort_expr& e = checked(expr, context, fn);
         require(json, fn, "json");
-        give(cohort::to_json(e.impl.explain(context->impl)), json, length);
+        give_text(cohort::to_json(e.impl.explain(context->impl)), json, length);
     });
 }
 
@@ -240,7 +236,7 @@ int cohort_context_create(const cohort_symbols* symbols, cohort_context** out) {
     });
 }
 
-int cohort_expr_context_create(const cohort_expr* expr, cohort_context** out) {
+int cohort_context_from_expr(const cohort_expr* expr, cohort_context** out) {
     return guard(__func__, [&](const char* fn) {
         require(expr, fn, "expr");
         require(out, fn, "out");
@@ -248,7 +244,7 @@ int cohort_expr_context_create(const cohort_expr* expr, cohort_context** out) {
     });
 }
 
-int cohort_rules_context_create(const cohort_rules* rules, cohort_context** out) {
+int cohort_context_from_rules(const cohort_rules* rules, cohort_context** out) {
     return guard(__func__, [&](const char* fn) {
         require(rules, fn, "rules");
         require(out, fn, "out");
@@ -344,14 +340,14 @@ int cohort_context_clear(cohort_context* context) {
     });
 }
 
-int cohort_context_get(const cohort_context* context, const char* name, int32_t* type, char** text) {
+int cohort_context_get(const cohort_context* context, const char* name, int32_t* type, char** text, size_t* length) {
     return guard(__func__, [&](const char* fn) {
         require(context, fn, "context");
         require(name, fn, "name");
         require(type, fn, "type");
         slot_of(context->impl, name, fn);
         const cohort::Value value = context->impl.get(name);
-        if (text) *text = cohort::capi::copy_out(plain_text(value));
+        if (text) give_text(plain_text(value), text, length);
         *type = type_code(value.type());
     });
 }
@@ -398,7 +394,7 @@ int cohort_rules_on(cohort_rules* rules, const char* action_type, cohort_action_
     });
 }
 
-int cohort_rules_load_file(cohort_rules* rules, const char* path) {
+int cohort_rules_reload_file(cohort_rules* rules, const char* path) {
     return guard(__func__, [&](const char* fn) {
         require(rules, fn, "rules");
         require(path, fn, "path");
@@ -406,8 +402,8 @@ int cohort_rules_load_file(cohort_rules* rules, const char* path) {
     });
 }
 
-int cohort_rules_load_string(cohort_rules* rules, const char* text, size_t length, int32_t format,
-                             const char* source_name) {
+int cohort_rules_reload_string(cohort_rules* rules, const char* text, size_t length, int32_t format,
+                               const char* source_name) {
     return guard(__func__, [&](const char* fn) {
         require(rules, fn, "rules");
         require(text, fn, "text");
@@ -419,11 +415,11 @@ int cohort_rules_evaluate(cohort_rules* rules, const cohort_context* context, do
     return guard(__func__, [&](const char* fn) {
         require(rules, fn, "rules");
         require(context, fn, "context");
-        same_table(context->impl, rules->impl.symbols().get(), fn, "cohort_rules_context_create");
+        same_table(context->impl, rules->impl.symbols().get(), fn, "cohort_context_from_rules");
         if (!std::isfinite(now))
             throw Error(Errc::invalid_argument, fmt::format("{}: now must be finite, got {}", fn, now));
         const cohort::Evaluation evaluation = rules->impl.evaluate(context->impl, now);
-        if (json) give(cohort::to_json(evaluation, now), json, length);
+        if (json) give_text(cohort::to_json(evaluation, now), json, length);
     });
 }
 
@@ -434,8 +430,8 @@ int cohort_rules_explain(const cohort_rules* rules, const char* rule, const coho
         require(rule, fn, "rule");
         require(context, fn, "context");
         require(json, fn, "json");
-        same_table(context->impl, rules->impl.symbols().get(), fn, "cohort_rules_context_create");
-        give(cohort::to_json(rules->impl.explain(rule, context->impl)), json, length);
+        same_table(context->impl, rules->impl.symbols().get(), fn, "cohort_context_from_rules");
+        give_text(cohort::to_json(rules->impl.explain(rule, context->impl)), json, length);
     });
 }
 
@@ -473,9 +469,10 @@ int cohort_rules_describe(const cohort_rules* rules, char** json, size_t* length
     return guard(__func__, [&](const char* fn) {
         require(rules, fn, "rules");
         require(json, fn, "json");
-        give(rules->impl.rules() ? cohort::to_json(*rules->impl.rules())
-                                     : std::string(R"({"rules":[],"variables":{},"warnings":[],"allow_unhandled_actions":false})"),
-             json, length);
+        give_text(rules->impl.rules()
+                      ? cohort::to_json(*rules->impl.rules())
+                      : std::string(R"({"rules":[],"variables":{},"warnings":[],"allow_unhandled_actions":false})"),
+                  json, length);
     });
 }
 
@@ -484,7 +481,7 @@ int cohort_rules_check_file(const char* path, char** json, size_t* length) {
         require(path, fn, "path");
         require(json, fn, "json");
         const cohort::RuleSet set = cohort::RuleSet::from_file(path);
-        give(cohort::to_json(set), json, length);
+        give_text(cohort::to_json(set), json, length);
     });
 }
 
@@ -495,7 +492,7 @@ int cohort_rules_check_string(const char* text, size_t length, int32_t format, c
         require(json, fn, "json");
         const cohort::RuleSet set = cohort::RuleSet::from_string({text, length}, rule_format(format, fn),
                                                                  source_name ? source_name : "<string>");
-        give(cohort::to_json(set), json, json_length);
+        give_text(cohort::to_json(set), json, json_length);
     });
 }
 

@@ -236,7 +236,7 @@ int cohort_plan_options_add_locality(cohort_plan_options* options, const char* n
     });
 }
 
-int cohort_plan_options_load_locality(cohort_plan_options* options, const char* path) {
+int cohort_plan_options_add_locality_file(cohort_plan_options* options, const char* path) {
     return guard(__func__, [&](const char* fn) {
         require(options, fn, "options");
         require(path, fn, "path");
@@ -337,7 +337,7 @@ int cohort_shard_plan_owner(const cohort_shard_plan* plan, uint64_t shard, uint3
     });
 }
 
-int cohort_shard_plan_load(const cohort_shard_plan* plan, uint32_t member, uint64_t* load) {
+int cohort_shard_plan_member_load(const cohort_shard_plan* plan, uint32_t member, uint64_t* load) {
     return guard(__func__, [&](const char* fn) {
         require(plan, fn, "plan");
         require(load, fn, "load");
@@ -373,14 +373,18 @@ int cohort_shard_plan_to_json(const cohort_shard_plan* plan, char** json, size_t
     });
 }
 
-int cohort_epoch_order(uint64_t n, uint64_t seed, uint64_t epoch, uint32_t rank, uint32_t world_size, uint32_t flags,
+int cohort_epoch_order(uint64_t n, uint64_t seed, uint64_t epoch, int32_t rank, int32_t world_size, uint32_t flags,
                        uint64_t* indices, size_t capacity, size_t* count) {
     return guard(__func__, [&](const char* fn) {
         if ((flags & ~(COHORT_EPOCH_SHUFFLE | COHORT_EPOCH_DROP_LAST)) != 0)
             throw Error(Errc::invalid_argument, fmt::format("{}: unknown flags {:#x}", fn, flags));
-        const auto order = cohort::epoch_order(
-            n, seed, epoch, rank, world_size,
-            {(flags & COHORT_EPOCH_SHUFFLE) != 0, (flags & COHORT_EPOCH_DROP_LAST) != 0});
+        if (world_size < 1) throw Error(Errc::invalid_argument, "world_size must be at least 1");
+        if (rank < 0 || rank >= world_size)
+            throw Error(Errc::invalid_argument,
+                        fmt::format("rank {} is out of range for world_size {}", rank, world_size));
+        const auto order =
+            cohort::epoch_order(n, seed, epoch, static_cast<uint32_t>(rank), static_cast<uint32_t>(world_size),
+                                {(flags & COHORT_EPOCH_SHUFFLE) != 0, (flags & COHORT_EPOCH_DROP_LAST) != 0});
         write_out(std::span<const uint64_t>(order), indices, capacity, count, fn);
     });
 }

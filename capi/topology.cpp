@@ -178,11 +178,11 @@ int cohort_rank_order_create(const cohort_topology* topology, uint32_t role_mask
 
 void cohort_rank_order_destroy(cohort_rank_order* order) { delete order; }
 
-int cohort_rank_order_size(const cohort_rank_order* order, uint32_t* world_size) {
+int cohort_rank_order_size(const cohort_rank_order* order, int32_t* world_size) {
     return guard(__func__, [&](const char* fn) {
         require(order, fn, "order");
         require(world_size, fn, "world_size");
-        *world_size = order->impl.world_size();
+        *world_size = static_cast<int32_t>(order->impl.world_size());
     });
 }
 
@@ -194,31 +194,33 @@ int cohort_rank_order_host_count(const cohort_rank_order* order, uint32_t* hosts
     });
 }
 
-int cohort_rank_order_get(const cohort_rank_order* order, uint32_t rank, cohort_rank_info* out) {
+int cohort_rank_order_get(const cohort_rank_order* order, int32_t rank, cohort_rank_info* out) {
     return guard(__func__, [&](const char* fn) {
         require(order, fn, "order");
         require(out, fn, "out");
-        if (rank >= order->impl.world_size()) {
+        if (rank < 0) throw Error(Errc::out_of_range, fmt::format("{}: rank {} is negative", fn, rank));
+        if (static_cast<uint32_t>(rank) >= order->impl.world_size()) {
             throw Error(Errc::out_of_range,
                         fmt::format("{}: rank {} is past the end (world size {})", fn, rank, order->impl.world_size()));
         }
         const cohort::RankInfo& info = order->impl[rank];
-        *out = cohort_rank_info{info.node_index, info.local_rank, info.local_world_size, info.node_rank};
+        *out = cohort_rank_info{info.node_index, static_cast<int32_t>(info.local_rank),
+                                static_cast<int32_t>(info.local_world_size), static_cast<int32_t>(info.node_rank)};
     });
 }
 
-int cohort_rank_order_rank_of(const cohort_rank_order* order, const char* id, uint32_t* rank) {
+int cohort_rank_order_rank_of(const cohort_rank_order* order, const char* id, int32_t* rank) {
     return guard(__func__, [&](const char* fn) {
         require(order, fn, "order");
         require(id, fn, "id");
         require(rank, fn, "rank");
         auto found = order->impl.rank_of(id);
         if (!found) throw Error(Errc::not_found, fmt::format("{}: node '{}' has no rank in this order", fn, id));
-        *rank = *found;
+        *rank = static_cast<int32_t>(*found);
     });
 }
 
-int cohort_ring_crossings(const cohort_rank_order* order, int32_t level, uint32_t* crossings) {
+int cohort_rank_order_ring_crossings(const cohort_rank_order* order, int32_t level, uint32_t* crossings) {
     return guard(__func__, [&](const char* fn) {
         require(order, fn, "order");
         require(crossings, fn, "crossings");

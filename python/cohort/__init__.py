@@ -30,7 +30,8 @@ the system.
 """
 
 from ._util import FORMATS, LEVELS, ROLES, STATUSES, STRATEGIES
-from .comm import ALGORITHMS, DTYPES, REDUCE_OPS, Communicator, Work
+from . import comm as _comm
+from .comm import Communicator, Work
 from .coordinator import Coordinator, CoordinatorClient
 from .dataset import DataFile, Dataset, Shard, Shards, split_shards
 from .epoch import epoch_order
@@ -86,7 +87,10 @@ def library_path():
 
 
 def __getattr__(name):
-    # __version__ asks the library, loaded lazily (see _lib.py).
+    # __version__, and the names of DTYPES, REDUCE_OPS and ALGORITHMS, ask the
+    # library, loaded lazily (see _lib.py).
     if name == "__version__":
         return version()
+    if name in ("DTYPES", "REDUCE_OPS", "ALGORITHMS"):
+        return getattr(_comm, name)
     raise AttributeError(f"module 'cohort' has no attribute {name!r}")

@@ -3,8 +3,10 @@ integers, UTF-8 strings and int32 constants the C ABI takes, with errors that
 say which argument was wrong."""
 
 import ctypes
+import numbers
 import operator
 import os
+import weakref
 
 from . import _lib
 from .errors import InvalidArgument
@@ -49,6 +51,21 @@ def u64(name, value):
     return uint(name, value, 64)
 
 
+def rank(name, value):
+    """A rank or world size: an int32_t of the C ABI that is not negative."""
+    return uint(name, value, 31)
+
+
+def seconds(name, value, default=None):
+    """A duration for the C ABI, which takes every duration as a double of
+    seconds: a number >= 0, or `default` for None."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+        raise InvalidArgument(f"{name} must be a number of seconds >= 0, not {value!r}")
+    return float(value)
+
+
 def text(name, value, optional=False):
     """A str as NUL-terminated UTF-8; None stays None where optional."""
     if value is None and optional:
@@ -87,30 +104,50 @@ def decode(data):
     return None if data is None else data.decode("utf-8", "replace")
 
 
-def owned_string(func, handle):
-    """Calls func(handle, char**, size_t*) and returns the text, freeing the buffer."""
+def owned_bytes(func, *args):
+    """Calls func(*args, char**, size_t*), as every C function that hands the
+    caller a string does, and returns its bytes, freeing the buffer."""
     lib = _lib.load()
     buf = ctypes.POINTER(ctypes.c_char)()
     length = ctypes.c_size_t()
-    func(handle, ctypes.byref(buf), ctypes.byref(length))
+    func(*args, ctypes.byref(buf), ctypes.byref(length))
     try:
-        return ctypes.string_at(buf, length.value).decode("utf-8", "replace")
+        return ctypes.string_at(buf, length.value)
     finally:
         lib.cohort_free(buf)
 
 
+def owned_string(func, *args):
+    """owned_bytes decoded as UTF-8."""
+    return owned_bytes(func, *args).decode("utf-8", "replace")
+
+
+def _destroy_quietly(destroy, ptr):
+    try:
+        destroy(ptr)
+    except Exception:  # interpreter shutdown: the library may be gone
+        pass
+
+
 class Handle:
     """Owns one C handle and destroys it in close(), on `with` exit or when
-    collected. After close() every method raises InvalidArgument."""
+    collected (a weakref.finalize, which also runs at interpreter exit and
+    never resurrects the object). After close() every method raises
+    InvalidArgument."""
 
     _ptr = None
+    _finalizer = None
     _kind = "handle"
     _destroy_name = None
 
     def __init__(self, ptr):
         lib = _lib.load()
-        self._destroy = getattr(lib, self._destroy_name)
         self._ptr = ptr
+        if ptr:
+            # The finalizer holds the destroy function and the pointer, never
+            # self, so the handle can be collected.
+            self._finalizer = weakref.finalize(self, _destroy_quietly,
+                                               getattr(lib, self._destroy_name), ptr)
 
     def _h(self):
         if not self._ptr:
@@ -122,21 +159,19 @@ class Handle:
         return not self._ptr
 
     def close(self):
-        ptr, self._ptr = self._ptr, None
-        if ptr:
-            self._destroy(ptr)
+        self._destroy_handle()
+
+    def _destroy_handle(self):
+        """Destroys the C handle now (once, whoever asks first)."""
+        self._ptr = None
+        if self._finalizer is not None:
+            self._finalizer()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: the library may be gone
-            pass
 
 
 def create(func, ptr_type, *args):

@@ -36,11 +36,6 @@ from ctypes import byref, c_char_p, c_int32, c_uint64, c_void_p
 from . import _lib, _util
 from .errors import InvalidArgument
 
-DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8")
-REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
-ALGORITHMS = ("auto", "star", "ring", "doubling", "hierarchical")
-_DTYPE_SIZES = (4, 8, 2, 2, 4, 8, 1)
-
 __all__ = ["Communicator", "Work", "DTYPES", "REDUCE_OPS", "ALGORITHMS"]
 
 try:  # optional: shapes for allgather/reduce_scatter results, read-only inputs without a copy
@@ -50,6 +45,48 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 
 # ------------------------------------------------------------------- names
+
+# DTYPES, REDUCE_OPS and ALGORITHMS (names by COHORT_* value) and the size of
+# each dtype come from the C ABI (cohort_dtype_name, cohort_dtype_size, ...),
+# read when first asked for, so that importing needs no library.
+_tables = None
+
+
+def _names(name_of):
+    """The names of the constants 0, 1, ... up to the first "unknown"."""
+    names = []
+    while len(names) < 256:
+        name = name_of(len(names)).decode()
+        if name == "unknown":
+            break
+        names.append(name)
+    return tuple(names)
+
+
+def _table(key):
+    global _tables
+    if _tables is None:
+        lib = _lib.load()
+        dtypes = _names(lib.cohort_dtype_name)
+        _tables = {"DTYPES": dtypes,
+                   "REDUCE_OPS": _names(lib.cohort_reduce_op_name),
+                   "ALGORITHMS": _names(lib.cohort_algorithm_name),
+                   "sizes": tuple(lib.cohort_dtype_size(i) for i in range(len(dtypes)))}
+    return _tables[key]
+
+
+def __getattr__(name):
+    if name in ("DTYPES", "REDUCE_OPS", "ALGORITHMS"):
+        return _table(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _dtype_size(dtype):
+    return _table("sizes")[dtype]
+
+
+def _dtype_name(dtype):
+    return _table("DTYPES")[dtype]
 
 def _parse(kind, names, parse_name, value):
     """A COHORT_* constant from a name (aliases and "did you mean" from the
@@ -76,36 +113,36 @@ def _dtype(value):
             value = _np.dtype(value).name  # numpy.float32, numpy.dtype("f4"), ...
         except TypeError:
             pass
-    return _parse("dtype", DTYPES, "cohort_dtype_parse", value)
+    return _parse("dtype", _table("DTYPES"), "cohort_dtype_parse", value)
 
 
 def _op(value):
-    return _parse("reduce op", REDUCE_OPS, "cohort_reduce_op_parse", value)
+    return _parse("reduce op", _table("REDUCE_OPS"), "cohort_reduce_op_parse", value)
 
 
 def _algorithm(value):
     if value == "automatic":
         value = "auto"
-    return _parse("algorithm", ALGORITHMS, "cohort_algorithm_parse", value)
+    return _parse("algorithm", _table("ALGORITHMS"), "cohort_algorithm_parse", value)
 
 
-def _timeout_ms(name, value, default_zero=True):
-    """Seconds (None: the default, 0 ms) as whole milliseconds, at least 1."""
+def _timeout(name, value, default_zero=True):
+    """Seconds for the C ABI (None: 0, the communicator's default)."""
     if value is None and default_zero:
-        return 0
+        return 0.0
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidArgument(f"{name} must be a number of seconds, not {type(value).__name__}")
     value = float(value)
     if not (value > 0 and math.isfinite(value)):
         raise InvalidArgument(f"{name} must be a positive number of seconds, got {value}")
-    return max(1, math.ceil(value * 1000))
+    return value
 
 
 # ----------------------------------------------------------------- buffers
 
-# Buffer formats (struct syntax, byte order stripped) -> dtype; the integer
-# codes are resolved by item size.
-_FORMATS = {"f": 0, "d": 1, "e": 2, "B": 6, "c": 6}
+# Buffer formats (struct syntax, byte order stripped) -> dtype name; the
+# integer formats are resolved by item size.
+_FORMATS = {"f": "float32", "d": "float64", "e": "float16", "B": "uint8", "c": "uint8"}
 _INT_FORMATS = "ilqn"
 
 
@@ -144,11 +181,11 @@ class _Buffer:
             self.dtype = self._format_dtype(where, name, view)
         else:
             self.dtype = _dtype(dtype)
-        size = _DTYPE_SIZES[self.dtype]
+        size = _dtype_size(self.dtype)
         if self.nbytes % size:
             raise InvalidArgument(
                 f"{where}: {name} has {self.nbytes} bytes, not a whole number of "
-                f"{DTYPES[self.dtype]} elements ({size} bytes each)")
+                f"{_dtype_name(self.dtype)} elements ({size} bytes each)")
         self.count = self.nbytes // size
         self._keep = None
         self.address = None
@@ -175,13 +212,13 @@ class _Buffer:
             raise InvalidArgument(f"{where}: {name} is big-endian ({view.format!r}); "
                                   "cohort reduces little-endian data")
         if fmt in _FORMATS:
-            return _FORMATS[fmt]
+            return _dtype(_FORMATS[fmt])
         if fmt in _INT_FORMATS and view.itemsize in (4, 8):
-            return 4 if view.itemsize == 4 else 5
+            return _dtype("int32" if view.itemsize == 4 else "int64")
         raise InvalidArgument(
             f"{where}: {name} holds {view.format!r} elements, which cohort cannot reduce "
             f"(float32, float64, float16, int32, int64, uint8); give dtype= to read its "
-            f"bytes as one of {', '.join(DTYPES)}")
+            f"bytes as one of {', '.join(_table('DTYPES'))}")
 
     def release(self):
         """Ends the export, so a bytearray may be resized again."""
@@ -197,7 +234,7 @@ def _same_kind(buf, count, shape=None):
     dtype: numpy keeps its dtype (and `shape` if given), array.array its
     typecode, anything else becomes a bytearray."""
     obj = buf.obj
-    nbytes = count * _DTYPE_SIZES[buf.dtype]
+    nbytes = count * _dtype_size(buf.dtype)
     if _np is not None and isinstance(obj, _np.ndarray):
         if nbytes % obj.itemsize == 0:
             n = nbytes // obj.itemsize
@@ -230,16 +267,20 @@ class _Pins:
 
 # -------------------------------------------------------------------- work
 
-class Work:
+class Work(_util.Handle):
     """An asynchronous operation: ``wait()`` for it (it returns the result
     buffer or raises the operation's error), ``test()`` or ``done`` to poll.
     The Work keeps the operation's buffers referenced until it finished;
     do not touch them before. close() releases the handle (the operation
-    goes on; the communicator keeps the buffers until it ends)."""
+    goes on; the communicator keeps the buffers until it ends). A Work
+    collected unclosed is finished: the communicator holds pending ones."""
+
+    _kind = "work"
+    _destroy_name = "cohort_work_destroy"
 
     def __init__(self, ptr, what, keep, result):
+        super().__init__(ptr)
         self._lib = _lib.load()
-        self._ptr = ptr
         self._what = what
         self._keep = keep       # _Buffer objects: pinned until done
         self._result = result
@@ -269,7 +310,7 @@ class Work:
         or raises its error (cohort.Timeout, PeerFailed, Mismatch, Closed).
         With `timeout` (seconds) gives up after that long with cohort.Timeout
         while the operation goes on (its own timeout still bounds it)."""
-        limit = _timeout_ms("timeout", timeout)
+        limit = _timeout("timeout", timeout)
         try:
             self._lib.cohort_work_wait(self._h(), limit)
         finally:
@@ -296,9 +337,7 @@ class Work:
         return True
 
     def _destroy(self):
-        ptr, self._ptr = self._ptr, None
-        if ptr:
-            self._lib.cohort_work_destroy(ptr)
+        self._destroy_handle()
         self._unpin()
 
     def close(self):
@@ -309,19 +348,6 @@ class Work:
         self._closed = True
         if self._ptr and self._finished():
             self._destroy()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            # The communicator holds pending works, so a collected one is done.
-            self._destroy()
-        except Exception:  # interpreter shutdown
-            pass
 
 
 # ------------------------------------------------------------ communicator
@@ -337,7 +363,7 @@ def _store_url(store):
                           f"not {type(store).__name__}")
 
 
-class Communicator:
+class Communicator(_util.Handle):
     """This process's (or thread's) membership of a group of `size` ranks.
 
     Communicator(rank, size, store=None, *, timeout=60.0, connect_timeout=60.0,
@@ -357,12 +383,16 @@ class Communicator:
     did). Use it as a context manager, or call close().
     """
 
+    _kind = "communicator"
+    _destroy_name = "cohort_comm_destroy"  # runs the queued operations first
+
     def __init__(self, rank, size, store=None, *, timeout=60.0, connect_timeout=60.0,
                  job_id="cohort", generation=0, secret=None, address=None, ifname=None,
-                 host=None, fusion_threshold=None):
-        lib = self._lib = _lib.load()
-        self._ptr = None
-        self._pending = []
+                 host=None, fusion_threshold=None, _ptr=None):
+        if _ptr is not None:  # a cohort_comm* the library made: it is ours now
+            self._own(_ptr)
+            return
+        lib = _lib.load()
         rank = _util.index("rank", rank)
         size = _util.index("size", size)
         if not -2**31 <= rank < 2**31 or not 0 < size < 2**31:
@@ -374,10 +404,10 @@ class Communicator:
                 lib.cohort_comm_options_set_store(options, _util.text("store", url))
             lib.cohort_comm_options_set_job_id(options, _util.text("job_id", job_id))
             lib.cohort_comm_options_set_generation(options, _util.u64("generation", generation))
-            lib.cohort_comm_options_set_timeout_ms(
-                options, _timeout_ms("timeout", timeout, default_zero=False))
-            lib.cohort_comm_options_set_connect_timeout_ms(
-                options, _timeout_ms("connect_timeout", connect_timeout, default_zero=False))
+            lib.cohort_comm_options_set_timeout(
+                options, _timeout("timeout", timeout, default_zero=False))
+            lib.cohort_comm_options_set_connect_timeout(
+                options, _timeout("connect_timeout", connect_timeout, default_zero=False))
             if secret is not None:
                 data = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
                 lib.cohort_comm_options_set_secret(options, data, len(data))
@@ -390,11 +420,22 @@ class Communicator:
             if fusion_threshold is not None:
                 lib.cohort_comm_options_set_fusion_threshold(
                     options, _util.u64("fusion_threshold", fusion_threshold))
-            self._ptr = _util.create(lib.cohort_comm_create, _lib.comm_p, rank, size, options)
+            ptr = _util.create(lib.cohort_comm_create, _lib.comm_p, rank, size, options)
         finally:
             lib.cohort_comm_options_destroy(options)
-        self._rank = rank
-        self._size = size
+        self._own(ptr)
+
+    def _own(self, ptr):
+        """Takes the handle (destroyed with the Communicator from now on) and
+        reads its rank and size."""
+        super().__init__(ptr)
+        self._lib = _lib.load()
+        self._pending = []
+        rank, size = c_int32(), c_int32()
+        self._lib.cohort_comm_rank(ptr, byref(rank))
+        self._lib.cohort_comm_size(ptr, byref(size))
+        self._rank = rank.value
+        self._size = size.value
 
     def __repr__(self):
         return f"<cohort.Communicator rank {self._rank} of {self._size}>"
@@ -435,12 +476,7 @@ class Communicator:
     @property
     def broken_reason(self):
         """Why it broke ("" while healthy)."""
-        buf = ctypes.POINTER(ctypes.c_char)()
-        self._lib.cohort_comm_broken_reason(self._h(), byref(buf))
-        try:
-            return ctypes.string_at(buf).decode("utf-8", "replace")
-        finally:
-            self._lib.cohort_free(buf)
+        return _util.owned_string(self._lib.cohort_comm_broken_reason, self._h())
 
     @property
     def hosts(self):
@@ -457,7 +493,7 @@ class Communicator:
         ("ring", "doubling", ...)."""
         out = c_int32()
         self._lib.cohort_comm_choose(self._h(), _util.u64("nbytes", nbytes), byref(out))
-        return ALGORITHMS[out.value]
+        return _table("ALGORITHMS")[out.value]
 
     # -- argument checking shared by blocking and async forms
 
@@ -467,7 +503,7 @@ class Communicator:
     # is never left locked by a traceback.
 
     def _allreduce_args(self, where, buf, op, algorithm, out, dtype, timeout):
-        scalars = (_op(op), _algorithm(algorithm), _timeout_ms("timeout", timeout))
+        scalars = (_op(op), _algorithm(algorithm), _timeout("timeout", timeout))
         with _Pins() as pins:
             if out is None:
                 src = dst = pins.add(_Buffer(where, "buf", buf, True, dtype))
@@ -484,13 +520,13 @@ class Communicator:
         root = _util.index("root", root)
         if not 0 <= root < self._size:
             raise InvalidArgument(f"{where}: root {root} is outside 0..{self._size - 1}")
-        timeout_ms = _timeout_ms("timeout", timeout)
+        timeout_s = _timeout("timeout", timeout)
         with _Pins() as pins:
             b = pins.add(_Buffer(where, "buf", buf, True, "uint8"))
-            return (b.address, b.nbytes, root, timeout_ms), pins.held, buf
+            return (b.address, b.nbytes, root, timeout_s), pins.held, buf
 
     def _allgather_args(self, where, buf, out, timeout):
-        timeout_ms = _timeout_ms("timeout", timeout)
+        timeout_s = _timeout("timeout", timeout)
         with _Pins() as pins:
             src = pins.add(_Buffer(where, "buf", buf, False, "uint8"))
             if out is None:
@@ -502,14 +538,14 @@ class Communicator:
             if dst.nbytes != src.nbytes * self._size:
                 raise InvalidArgument(f"{where}: out has {dst.nbytes} bytes but needs size x "
                                       f"{src.nbytes} = {src.nbytes * self._size}")
-            return (src.address, dst.address, src.nbytes, timeout_ms), pins.held, out
+            return (src.address, dst.address, src.nbytes, timeout_s), pins.held, out
 
     def _reduce_scatter_args(self, where, buf, out, op, dtype, timeout):
-        scalars = (_op(op), _timeout_ms("timeout", timeout))
+        scalars = (_op(op), _timeout("timeout", timeout))
         with _Pins() as pins:
             src = pins.add(_Buffer(where, "buf", buf, False, dtype))
             if src.count % self._size:
-                raise InvalidArgument(f"{where}: buf has {src.count} {DTYPES[src.dtype]} "
+                raise InvalidArgument(f"{where}: buf has {src.count} {_dtype_name(src.dtype)} "
                                       f"elements, not a multiple of the {self._size} ranks")
             count = src.count // self._size
             if out is None:
@@ -520,9 +556,9 @@ class Communicator:
                 out = _same_kind(src, count, shape)
             dst = pins.add(_Buffer(where, "out", out, True,
                                    src.dtype if dtype is None else dtype))
-            if dst.nbytes != count * _DTYPE_SIZES[src.dtype]:
+            if dst.nbytes != count * _dtype_size(src.dtype):
                 raise InvalidArgument(f"{where}: out has {dst.nbytes} bytes but needs "
-                                      f"{count * _DTYPE_SIZES[src.dtype]} ({count} elements)")
+                                      f"{count * _dtype_size(src.dtype)} ({count} elements)")
             return (src.address, dst.address, count, src.dtype) + scalars, pins.held, out
 
     def _release(self, keep):
@@ -567,7 +603,7 @@ class Communicator:
 
     def barrier(self, timeout=None):
         """Returns once every rank has called it."""
-        self._lib.cohort_comm_barrier(self._h(), _timeout_ms("timeout", timeout))
+        self._lib.cohort_comm_barrier(self._h(), _timeout("timeout", timeout))
 
     def allgather(self, buf, out=None, timeout=None):
         """Every rank's `buf`, in rank order. Returns `out` (size x the bytes
@@ -593,7 +629,7 @@ class Communicator:
         if not isinstance(tensors, dict):
             raise InvalidArgument("allreduce_named: tensors must be a dict {name: buffer}, "
                                   f"not {type(tensors).__name__}")
-        reduce, timeout_ms = _op(op), _timeout_ms("timeout", timeout)
+        reduce, timeout_s = _op(op), _timeout("timeout", timeout)
         n = len(tensors)
         names = (c_char_p * n)()
         addresses = (c_void_p * n)()
@@ -615,7 +651,7 @@ class Communicator:
                 counts[i] = b.count
                 dtypes[i] = b.dtype
             self._lib.cohort_comm_allreduce_named(self._h(), n, names, addresses, counts, dtypes,
-                                                  reduce, timeout_ms)
+                                                  reduce, timeout_s)
         finally:
             self._release(keep)
         return tensors
@@ -639,7 +675,7 @@ class Communicator:
 
     def barrier_async(self, timeout=None):
         return self._async(self._lib.cohort_comm_barrier_async,
-                           (_timeout_ms("timeout", timeout),), "barrier", (), None)
+                           (_timeout("timeout", timeout),), "barrier", (), None)
 
     def allgather_async(self, buf, out=None, timeout=None):
         args, keep, result = self._allgather_args("allgather_async", buf, out, timeout)
@@ -663,17 +699,5 @@ class Communicator:
             finally:
                 self._prune()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        ptr, self._ptr = getattr(self, "_ptr", None), None
-        if ptr:
-            try:
-                self._lib.cohort_comm_destroy(ptr)  # runs the queued operations first
-                self._pending = []
-            except Exception:  # interpreter shutdown
-                pass
+    # Handle.__enter__/__exit__: a `with` block ends with close(); the handle
+    # itself is destroyed when the Communicator is collected.

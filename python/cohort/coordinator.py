@@ -23,24 +23,9 @@ from .errors import InvalidArgument
 
 __all__ = ["Coordinator", "CoordinatorClient"]
 
-
-def _ms(name, seconds, default=None):
-    if seconds is None:
-        return default
-    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
-        raise InvalidArgument(f"{name} must be a number of seconds >= 0, not {seconds!r}")
-    return int(round(seconds * 1000))
-
-
-def _json_text(func, *args):
-    lib = _lib.load()
-    buf = ctypes.POINTER(ctypes.c_char)()
-    length = ctypes.c_size_t()
-    func(*args, byref(buf), byref(length))
-    try:
-        return ctypes.string_at(buf, length.value)
-    finally:
-        lib.cohort_free(buf)
+# A lease reported done (COHORT_SHARD_*), by value.
+SHARD_OUTCOMES = ("counted", "counted_late", "already_done")
+SHARD_ALREADY_DONE = 2
 
 
 class Coordinator(_util.Handle):
@@ -86,13 +71,14 @@ class CoordinatorClient(_util.Handle):
     seconds (0: no retry). Safe to share between threads."""
 
     _kind = "coordinator client"
-    _destroy_name = "cohort_coord_client_destroy"
+    _destroy_name = "cohort_coordinator_client_destroy"
 
     def __init__(self, url, token=None, timeout=10.0, retry_deadline=30.0):
         lib = _lib.load()
-        ptr = _util.create(lib.cohort_coord_client_create, _lib.coord_client_p,
+        ptr = _util.create(lib.cohort_coordinator_client_create, _lib.coordinator_client_p,
                            _util.text("url", url), _util.text("token", token, True),
-                           _ms("timeout", timeout, 0), _ms("retry_deadline", retry_deadline, -1))
+                           _util.seconds("timeout", timeout, 0.0),
+                           _util.seconds("retry_deadline", retry_deadline, -1.0))
         super().__init__(ptr)
         self._lib = lib
         self.url = url
@@ -103,11 +89,11 @@ class CoordinatorClient(_util.Handle):
         """Creates job `name` with settings (a dict: min_nodes, max_nodes,
         last_call, ...; None: the defaults), or finds it with the same ones."""
         text = None if settings is None else json.dumps(settings).encode()
-        self._lib.cohort_coord_client_create_job(self._h(), _util.text("name", name), text)
+        self._lib.cohort_coordinator_client_ensure_job(self._h(), _util.text("name", name), text)
 
     def job_state(self, name):
-        return json.loads(_json_text(self._lib.cohort_coord_client_job_state, self._h(),
-                                     _util.text("name", name)))
+        return json.loads(_util.owned_bytes(self._lib.cohort_coordinator_client_job_state, self._h(),
+                                            _util.text("name", name)))
 
     # -- rendezvous
 
@@ -115,11 +101,11 @@ class CoordinatorClient(_util.Handle):
         """Joins node `member`; {"state": "waiting"|"active", "generation",
         "rank": int or None}."""
         generation, active, rank = c_uint64(), c_int32(), c_int32()
-        self._lib.cohort_coord_client_join(self._h(), _util.text("job", job),
-                                           _util.text("member", member),
-                                           _util.text("host", host, True),
-                                           _util.text("address", address, True),
-                                           byref(generation), byref(active), byref(rank))
+        self._lib.cohort_coordinator_client_join(self._h(), _util.text("job", job),
+                                                 _util.text("member", member),
+                                                 _util.text("host", host, True),
+                                                 _util.text("address", address, True),
+                                                 byref(generation), byref(active), byref(rank))
         return {"state": "active" if active.value else "waiting",
                 "generation": generation.value,
                 "rank": rank.value if rank.value >= 0 else None}
@@ -129,7 +115,7 @@ class CoordinatorClient(_util.Handle):
         """{"generation", "state", "rendezvous"}; rendezvous True means a new
         round is open: join again and read the new world."""
         job_generation, active, rendezvous = c_uint64(), c_int32(), c_int32()
-        self._lib.cohort_coord_client_heartbeat(
+        self._lib.cohort_coordinator_client_heartbeat(
             self._h(), _util.text("job", job), _util.text("member", member),
             _util.u64("generation", generation), -1 if step is None else _util.u64("step", step),
             -1.0 if step_time is None else float(step_time),
@@ -143,51 +129,51 @@ class CoordinatorClient(_util.Handle):
         """Says goodbye for the member; with failed="why" (a launcher that
         saw its worker die) the member is marked failed at once."""
         if failed is None:
-            self._lib.cohort_coord_client_leave(self._h(), _util.text("job", job),
-                                                _util.text("member", member))
+            self._lib.cohort_coordinator_client_leave(self._h(), _util.text("job", job),
+                                                      _util.text("member", member))
         else:
-            self._lib.cohort_coord_client_leave_failed(self._h(), _util.text("job", job),
-                                                       _util.text("member", member),
-                                                       _util.text("failed", failed))
+            self._lib.cohort_coordinator_client_leave_failed(self._h(), _util.text("job", job),
+                                                             _util.text("member", member),
+                                                             _util.text("failed", failed))
 
     def world(self, job, member):
         """{"state": "active", "generation", "rank", "world_size",
         "local_rank", "local_world_size", "node_rank", "peers": [{"rank", "id",
         "host", "address"}]}; only "state": "waiting" and "generation" while
         waiting (the coordinator's world message as it sends it)."""
-        return json.loads(_json_text(self._lib.cohort_coord_client_world, self._h(),
-                                     _util.text("job", job), _util.text("member", member)))
+        return json.loads(_util.owned_bytes(self._lib.cohort_coordinator_client_world, self._h(),
+                                            _util.text("job", job), _util.text("member", member)))
 
     def wait_for_world(self, job, member, timeout=60.0):
         """Heartbeats until the member has a world, then world(); raises
         cohort.Timeout after `timeout` seconds."""
-        return json.loads(_json_text(self._lib.cohort_coord_client_wait_for_world, self._h(),
-                                     _util.text("job", job), _util.text("member", member),
-                                     _ms("timeout", timeout)))
+        return json.loads(_util.owned_bytes(self._lib.cohort_coordinator_client_wait_for_world, self._h(),
+                                            _util.text("job", job), _util.text("member", member),
+                                            _util.seconds("timeout", timeout)))
 
     # -- store of one generation
 
     def store_set(self, job, generation, key, value):
         data = value.encode() if isinstance(value, str) else bytes(value)
-        self._lib.cohort_coord_client_store_set(self._h(), _util.text("job", job),
-                                                _util.u64("generation", generation),
-                                                _util.text("key", key), data, len(data))
+        self._lib.cohort_coordinator_client_store_set(self._h(), _util.text("job", job),
+                                                      _util.u64("generation", generation),
+                                                      _util.text("key", key), data, len(data))
 
     def store_get(self, job, generation, key, timeout=0.0):
         """The value (bytes); waits up to `timeout` seconds for it (0: not at
         all, cohort.NotFound when absent; cohort.Timeout after a wait)."""
-        return _json_text(self._lib.cohort_coord_client_store_get, self._h(),
-                          _util.text("job", job), _util.u64("generation", generation),
-                          _util.text("key", key), _ms("timeout", timeout))
+        return _util.owned_bytes(self._lib.cohort_coordinator_client_store_get, self._h(),
+                                 _util.text("job", job), _util.u64("generation", generation),
+                                 _util.text("key", key), _util.seconds("timeout", timeout))
 
     def store_add(self, job, generation, key, delta):
         """Adds delta to the integer under key (absent: 0); the sum."""
         value = ctypes.c_int64()
         if not isinstance(delta, int) or isinstance(delta, bool):
             raise InvalidArgument(f"delta must be an int, not {delta!r}")
-        self._lib.cohort_coord_client_store_add(self._h(), _util.text("job", job),
-                                                _util.u64("generation", generation),
-                                                _util.text("key", key), delta, byref(value))
+        self._lib.cohort_coordinator_client_store_add(self._h(), _util.text("job", job),
+                                                      _util.u64("generation", generation),
+                                                      _util.text("key", key), delta, byref(value))
         return value.value
 
     def store_compare_and_set(self, job, generation, key, expected, desired):
@@ -200,7 +186,7 @@ class CoordinatorClient(_util.Handle):
         stored = ctypes.c_int32()
         buf = ctypes.POINTER(ctypes.c_char)()
         length = ctypes.c_size_t()
-        self._lib.cohort_coord_client_store_compare_and_set(
+        self._lib.cohort_coordinator_client_store_compare_and_set(
             self._h(), _util.text("job", job), _util.u64("generation", generation),
             _util.text("key", key), want, 0 if want is None else len(want), data, len(data),
             byref(stored), byref(buf), byref(length))
@@ -215,16 +201,16 @@ class CoordinatorClient(_util.Handle):
         """Waits until every key exists; cohort.Timeout naming the missing."""
         names = [_util.text("key", k) for k in keys]
         array = (ctypes.c_char_p * max(1, len(names)))(*names)
-        self._lib.cohort_coord_client_store_wait(self._h(), _util.text("job", job),
-                                                 _util.u64("generation", generation),
-                                                 array, len(names), _ms("timeout", timeout))
+        self._lib.cohort_coordinator_client_store_wait(self._h(), _util.text("job", job),
+                                                       _util.u64("generation", generation),
+                                                       array, len(names), _util.seconds("timeout", timeout))
 
     def store_delete(self, job, generation, key):
         """True when the key was there."""
         deleted = ctypes.c_int32()
-        self._lib.cohort_coord_client_store_delete(self._h(), _util.text("job", job),
-                                                   _util.u64("generation", generation),
-                                                   _util.text("key", key), byref(deleted))
+        self._lib.cohort_coordinator_client_store_delete(self._h(), _util.text("job", job),
+                                                         _util.u64("generation", generation),
+                                                         _util.text("key", key), byref(deleted))
         return bool(deleted.value)
 
     def heartbeat_metrics(self, job, member, generation=0, metrics=None):
@@ -234,31 +220,31 @@ class CoordinatorClient(_util.Handle):
         answer: {"generation", "state", "rendezvous", and "rank",
         "world_size" while active}."""
         text = None if metrics is None else json.dumps(metrics).encode()
-        return json.loads(_json_text(self._lib.cohort_coord_client_heartbeat_json, self._h(),
-                                     _util.text("job", job), _util.text("member", member),
-                                     _util.u64("generation", generation), text))
+        return json.loads(_util.owned_bytes(self._lib.cohort_coordinator_client_heartbeat_json, self._h(),
+                                            _util.text("job", job), _util.text("member", member),
+                                            _util.u64("generation", generation), text))
 
     # -- shards
 
     def register_dataset(self, job, plan):
         """plan: {"shards": [{"id", "bytes"?, "hosts"?}], "epochs"?, ...}."""
-        self._lib.cohort_coord_client_register_dataset(self._h(), _util.text("job", job),
-                                                       json.dumps(plan).encode())
+        self._lib.cohort_coordinator_client_register_dataset(self._h(), _util.text("job", job),
+                                                             json.dumps(plan).encode())
 
     def next_shard(self, job, member):
         """{"granted", "finished", and when granted "lease", "shard_id",
         "shard", "epoch", "bytes", "expiry"}."""
-        return json.loads(_json_text(self._lib.cohort_coord_client_next_shard, self._h(),
-                                     _util.text("job", job), _util.text("member", member)))
+        return json.loads(_util.owned_bytes(self._lib.cohort_coordinator_client_next_shard, self._h(),
+                                            _util.text("job", job), _util.text("member", member)))
 
     def shard_done(self, job, member, lease):
         """True when this report counted the shard, False when it was done
         already."""
-        counted = c_int32()
-        self._lib.cohort_coord_client_shard_done(self._h(), _util.text("job", job),
-                                                 _util.text("member", member),
-                                                 _util.u64("lease", lease), byref(counted))
-        return bool(counted.value)
+        outcome = c_int32()
+        self._lib.cohort_coordinator_client_shard_done(self._h(), _util.text("job", job),
+                                                       _util.text("member", member),
+                                                       _util.u64("lease", lease), byref(outcome))
+        return outcome.value != SHARD_ALREADY_DONE
 
     def __repr__(self):
         return f"cohort.CoordinatorClient({self.url!r})"

@@ -18,8 +18,8 @@ def epoch_order(n, seed=0, epoch=0, rank=0, world_size=1, shuffle=True, drop_las
     n = _util.u64("n", n)
     seed = _util.u64("seed", seed)
     epoch = _util.u64("epoch", epoch)
-    rank = _util.u32("rank", rank)
-    world_size = _util.u32("world_size", world_size)
+    rank = _util.rank("rank", rank)
+    world_size = _util.rank("world_size", world_size)
     flags = (SHUFFLE if shuffle else 0) | (DROP_LAST if drop_last else 0)
     lib = _lib.load()
     # The exact count when the arguments are valid; otherwise the C call says why.

@@ -43,9 +43,9 @@ class LaunchEnv:
 
 
 def read_launch_env():
-    """The launch environment of this process (cohort_launch_env_read)."""
+    """The launch environment of this process (cohort_launch_env_from_env)."""
     lib = _lib.load()
-    env = _util.create(lib.cohort_launch_env_read, _lib.launch_env_p)
+    env = _util.create(lib.cohort_launch_env_from_env, _lib.launch_env_p)
     try:
         def number(name):
             out = c_int32()

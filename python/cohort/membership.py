@@ -19,77 +19,15 @@ Worlds and shard leases are dicts. Every method may be called from any
 thread; the blocking ones release the GIL.
 """
 
-import ctypes
 import json
-import threading
-from ctypes import POINTER, byref, c_char, c_char_p, c_double, c_int32, c_int64, c_size_t, c_uint64
+from ctypes import byref, c_char_p, c_int32
 
 from . import _lib, _util
 from .comm import Communicator
-from .errors import InvalidArgument, LibraryNotFound
+from .coordinator import SHARD_OUTCOMES
+from .errors import InvalidArgument
 
 __all__ = ["Membership"]
-
-# The functions below belong in _lib.PROTOTYPES with every other; until that
-# table lists them, they are declared here on first use, so that a library
-# built before capi/membership.cpp still loads for everything else.
-membership_p = getattr(_lib, "membership_p", None) or _lib._opaque("cohort_membership")
-
-_P = POINTER
-_owned = _P(_P(c_char))
-_S = _lib._STATUS
-
-_PROTOTYPES = {
-    "cohort_membership_create": (_S, [c_char_p, c_char_p, c_char_p, c_char_p, _P(membership_p)]),
-    "cohort_membership_from_env": (_S, [_P(membership_p)]),
-    "cohort_membership_destroy": (None, [membership_p]),
-    "cohort_membership_member": (_S, [membership_p, _P(c_char_p)]),
-    "cohort_membership_job": (_S, [membership_p, _P(c_char_p)]),
-    "cohort_membership_next_world": (_S, [membership_p, c_int64, _owned, _P(c_size_t)]),
-    "cohort_membership_round_pending": (_S, [membership_p, _P(c_int32)]),
-    "cohort_membership_request_round": (_S, [membership_p, _P(c_int32)]),
-    "cohort_membership_communicator": (_S, [membership_p, _P(_lib.comm_p)]),
-    "cohort_membership_record_step": (_S, [membership_p, c_uint64, c_double, c_double, c_double,
-                                           c_double]),
-    "cohort_membership_set_collective": (_S, [membership_p, c_uint64, c_int32]),
-    "cohort_membership_set_gpu_json": (_S, [membership_p, c_char_p]),
-    "cohort_membership_next_shard": (_S, [membership_p, _owned, _P(c_size_t)]),
-    "cohort_membership_shard_done": (_S, [membership_p, c_uint64, _owned, _P(c_size_t)]),
-    "cohort_membership_leave": (_S, [membership_p]),
-}
-
-_declared = None
-_declare_lock = threading.Lock()
-
-
-def _library():
-    """The loaded library with the membership functions declared."""
-    global _declared
-    lib = _lib.load()
-    if _declared is lib:
-        return lib
-    with _declare_lock:
-        for name, (restype, argtypes) in _PROTOTYPES.items():
-            if name in _lib.PROTOTYPES:
-                continue  # declared by _lib.load()
-            try:
-                func = getattr(lib, name)
-            except AttributeError:
-                raise LibraryNotFound(
-                    f"{_lib.path()} lacks {name}: it was built without the membership API "
-                    "(capi/membership.cpp); rebuild it") from None
-            func.restype = restype
-            func.argtypes = argtypes
-            if restype is _S:
-                func.errcheck = _lib._check
-        _declared = lib
-    return lib
-
-
-def _seconds_to_ms(name, seconds):
-    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds >= 0:
-        raise InvalidArgument(f"{name} must be a number of seconds >= 0, not {seconds!r}")
-    return int(round(seconds * 1000))
 
 
 def _measured(name, value):
@@ -99,24 +37,6 @@ def _measured(name, value):
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise InvalidArgument(f"{name} must be a number of seconds or None, not {value!r}")
     return float(value)
-
-
-def _adopt_communicator(lib, ptr):
-    """A cohort.Communicator around a cohort_comm* the library made."""
-    rank, size = c_int32(), c_int32()
-    try:
-        lib.cohort_comm_rank(ptr, byref(rank))
-        lib.cohort_comm_size(ptr, byref(size))
-    except Exception:
-        lib.cohort_comm_destroy(ptr)
-        raise
-    comm = Communicator.__new__(Communicator)
-    comm._lib = lib
-    comm._ptr = ptr
-    comm._pending = []
-    comm._rank = rank.value
-    comm._size = size.value
-    return comm
 
 
 class Membership(_util.Handle):
@@ -133,9 +53,9 @@ class Membership(_util.Handle):
     _destroy_name = "cohort_membership_destroy"
 
     def __init__(self, coordinator, job, member=None, host=None, *, _ptr=None):
-        lib = _library()
+        lib = _lib.load()
         if _ptr is None:
-            _ptr = _util.create(lib.cohort_membership_create, membership_p,
+            _ptr = _util.create(lib.cohort_membership_create, _lib.membership_p,
                                 _util.text("coordinator", coordinator), _util.text("job", job),
                                 _util.text("member", member, True), _util.text("host", host, True))
         super().__init__(_ptr)
@@ -147,8 +67,8 @@ class Membership(_util.Handle):
         $COHORT_HOST, $COHORT_COORDINATOR_TOKEN and $COHORT_GENERATION (a
         launcher that joined this member already). cohort.InvalidArgument
         names a variable that is missing or malformed."""
-        lib = _library()
-        return cls(None, None, _ptr=_util.create(lib.cohort_membership_from_env, membership_p))
+        lib = _lib.load()
+        return cls(None, None, _ptr=_util.create(lib.cohort_membership_from_env, _lib.membership_p))
 
     def _text(self, name):
         out = c_char_p()
@@ -165,13 +85,7 @@ class Membership(_util.Handle):
         return self._text("job")
 
     def _json(self, func, *args):
-        buf = _P(c_char)()
-        length = c_size_t()
-        func(self._h(), *args, byref(buf), byref(length))
-        try:
-            return json.loads(ctypes.string_at(buf, length.value))
-        finally:
-            self._lib.cohort_free(buf)
+        return json.loads(_util.owned_bytes(func, self._h(), *args))
 
     def next_world(self, timeout=60.0):
         """Joins (or, once round_pending, joins the new round), heartbeats and
@@ -181,7 +95,7 @@ class Membership(_util.Handle):
         Raises cohort.Timeout when the round has not closed in time (the
         member keeps waiting in the job: call again)."""
         return self._json(self._lib.cohort_membership_next_world,
-                          _seconds_to_ms("timeout", timeout))
+                          _util.seconds("timeout", timeout))
 
     @property
     def round_pending(self):
@@ -203,8 +117,8 @@ class Membership(_util.Handle):
         """A cohort.Communicator for the last world, bootstrapped on the
         coordinator's store of its generation; blocks until every rank of the
         world made one."""
-        ptr = _util.create(self._lib.cohort_membership_communicator, _lib.comm_p, self._h())
-        return _adopt_communicator(self._lib, ptr)
+        ptr = _util.create(self._lib.cohort_comm_from_membership, _lib.comm_p, self._h())
+        return Communicator(None, None, _ptr=ptr)
 
     def record_step(self, step, step_time=None, samples_per_sec=None, data_wait=None,
                     collective_wait=None):
@@ -238,8 +152,12 @@ class Membership(_util.Handle):
         return self._json(self._lib.cohort_membership_next_shard)
 
     def shard_done(self, lease):
-        """Reports a lease done: {"outcome", "counted"}."""
-        return self._json(self._lib.cohort_membership_shard_done, _util.u64("lease", lease))
+        """Reports a lease done: {"outcome": "counted", "counted_late" or
+        "already_done", "counted": whether this report counted the shard}."""
+        outcome = c_int32()
+        self._lib.cohort_membership_shard_done(self._h(), _util.u64("lease", lease), byref(outcome))
+        name = SHARD_OUTCOMES[outcome.value]
+        return {"outcome": name, "counted": name != "already_done"}
 
     def leave(self):
         """Stops heartbeating and says goodbye: the job opens a new round at

@@ -15,11 +15,10 @@ no expression uses are ignored (a rule that needs a missing one says so in
 its errors); Context.set raises NotFound for them instead.
 """
 
-import ctypes
 import json
 import numbers
 import time
-from ctypes import POINTER, byref, c_char, c_char_p, c_int32, c_size_t, c_uint32
+from ctypes import byref, c_char_p, c_int32, c_uint32
 from dataclasses import dataclass, field
 
 from . import _lib, _util
@@ -120,24 +119,12 @@ def _from_text(code, text):
     return None
 
 
-def _owned(func, *args):
-    """Calls func(*args, char**, size_t*) and returns the text, freeing it."""
-    buf, length = POINTER(c_char)(), c_size_t()
-    func(*args, byref(buf), byref(length))
-    try:
-        return ctypes.string_at(buf, length.value).decode("utf-8", "replace")
-    finally:
-        _lib.load().cohort_free(buf)
-
-
 def _value(func, *args):
-    """Calls func(*args, int32_t* type, char** text) and returns a Python value."""
-    code, text = c_int32(), POINTER(c_char)()
-    func(*args, byref(code), byref(text))
-    try:
-        return _from_text(code.value, ctypes.string_at(text))
-    finally:
-        _lib.load().cohort_free(text)
+    """Calls func(*args, int32_t* type, char** text, size_t* length) and
+    returns a Python value."""
+    code = c_int32()
+    text = _util.owned_bytes(func, *args, byref(code))
+    return _from_text(code.value, text)
 
 
 class Symbols(_util.Handle):
@@ -196,8 +183,8 @@ class Context(_util.Handle):
     def __init__(self, source):
         """A context for a Symbols table, an Expression or a RuleEngine."""
         lib = _lib.load()
-        makers = {Symbols: lib.cohort_context_create, Expression: lib.cohort_expr_context_create,
-                  RuleEngine: lib.cohort_rules_context_create}
+        makers = {Symbols: lib.cohort_context_create, Expression: lib.cohort_context_from_expr,
+                  RuleEngine: lib.cohort_context_from_rules}
         func = next((f for kind, f in makers.items() if isinstance(source, kind)), None)
         if func is None:
             raise InvalidArgument("a Context is made for a Symbols, an Expression or a RuleEngine, "
@@ -343,7 +330,7 @@ class Expression(_util.Handle):
 
     def evaluate(self, variables=None, /, **kwargs):
         ctx, truth = self._scratch(self, variables, kwargs), c_int32()
-        doc = json.loads(_owned(_lib.load().cohort_expr_evaluate, self._h(), ctx._h(), byref(truth)))
+        doc = json.loads(_util.owned_string(_lib.load().cohort_expr_evaluate, self._h(), ctx._h(), byref(truth)))
         return Outcome(_TRUTH[truth.value], doc["missing"], doc["error"])
 
     def value(self, variables=None, /, **kwargs):
@@ -354,7 +341,7 @@ class Expression(_util.Handle):
     def explain(self, variables=None, /, **kwargs):
         """Every sub-expression's value, outermost first."""
         ctx = self._scratch(self, variables, kwargs)
-        doc = json.loads(_owned(_lib.load().cohort_expr_explain, self._h(), ctx._h()))
+        doc = json.loads(_util.owned_string(_lib.load().cohort_expr_explain, self._h(), ctx._h()))
         return [ExplainStep(s["text"], s["value"], s["depth"]) for s in doc]
 
 
@@ -406,13 +393,13 @@ class RuleEngine(_util.Handle):
 
     def load(self, path):
         """Loads or hot-reloads a rule file; on error the last good set stays."""
-        _lib.load().cohort_rules_load_file(self._h(), _util.fspath(path))
+        _lib.load().cohort_rules_reload_file(self._h(), _util.fspath(path))
 
     def load_string(self, content, format="auto", source_name=None):
         data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
-        _lib.load().cohort_rules_load_string(self._h(), data, len(data),
-                                             _util.choice("format", _util.FORMATS, format),
-                                             _util.text("source_name", source_name, True))
+        _lib.load().cohort_rules_reload_string(self._h(), data, len(data),
+                                               _util.choice("format", _util.FORMATS, format),
+                                               _util.text("source_name", source_name, True))
 
     def context(self):
         return Context(self)
@@ -423,7 +410,7 @@ class RuleEngine(_util.Handle):
         ctx = self._scratch(self, variables, kwargs)
         del self._raised[:]
         try:
-            doc = json.loads(_owned(_lib.load().cohort_rules_evaluate, self._h(), ctx._h(), now))
+            doc = json.loads(_util.owned_string(_lib.load().cohort_rules_evaluate, self._h(), ctx._h(), now))
         finally:
             raised, self._raised[:] = list(self._raised), []
         for exc in raised:
@@ -448,8 +435,8 @@ class RuleEngine(_util.Handle):
 
     def explain(self, rule, variables=None, /, **kwargs):
         ctx = self._scratch(self, variables, kwargs)
-        doc = json.loads(_owned(_lib.load().cohort_rules_explain, self._h(),
-                                _util.text("rule", rule), ctx._h()))
+        doc = json.loads(_util.owned_string(_lib.load().cohort_rules_explain, self._h(),
+                                            _util.text("rule", rule), ctx._h()))
         return [ExplainStep(s["text"], s["value"], s["depth"]) for s in doc]
 
     def state(self, rule):
@@ -476,17 +463,17 @@ class RuleEngine(_util.Handle):
 
     def describe(self):
         """The loaded rule set as a dict: rules, variables, warnings, ..."""
-        return json.loads(_owned(_lib.load().cohort_rules_describe, self._h()))
+        return json.loads(_util.owned_string(_lib.load().cohort_rules_describe, self._h()))
 
 
 def check_rules(path):
     """Validates a rule file without an engine; returns it described as
     RuleEngine.describe() does. Raises ParseError or FileError."""
-    return json.loads(_owned(_lib.load().cohort_rules_check_file, _util.fspath(path)))
+    return json.loads(_util.owned_string(_lib.load().cohort_rules_check_file, _util.fspath(path)))
 
 
 def check_rules_string(content, format="auto", source_name=None):
     data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
-    return json.loads(_owned(_lib.load().cohort_rules_check_string, data, len(data),
-                            _util.choice("format", _util.FORMATS, format),
-                            _util.text("source_name", source_name, True)))
+    return json.loads(_util.owned_string(_lib.load().cohort_rules_check_string, data, len(data),
+                                         _util.choice("format", _util.FORMATS, format),
+                                         _util.text("source_name", source_name, True)))

@@ -95,7 +95,7 @@ class PlanOptions(_util.Handle):
         if weights is not None:
             lib.cohort_plan_options_set_weights(h, *_weights(weights))
         if isinstance(locality, (str, bytes, os.PathLike)):
-            lib.cohort_plan_options_load_locality(h, _util.fspath(locality))
+            lib.cohort_plan_options_add_locality_file(h, _util.fspath(locality))
             locality = None
         for node_id, path, score in _locality(locality):
             lib.cohort_plan_options_add_locality(h, _util.text("node id", node_id),
@@ -188,7 +188,7 @@ class ShardPlan(_util.Handle):
     def load(self, member):
         """How many placements (shard replicas) a member (id or index) holds."""
         out = c_uint64()
-        _lib.load().cohort_shard_plan_load(self._h(), self._member(member), byref(out))
+        _lib.load().cohort_shard_plan_member_load(self._h(), self._member(member), byref(out))
         return out.value
 
     @property

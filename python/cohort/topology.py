@@ -242,7 +242,7 @@ class RankOrder(_util.Handle, collections.abc.Sequence):
                                       topology._h(), mask))
         # The order is a snapshot: keep the ids as they were when it was made.
         self._ids = {}
-        size = c_uint32()
+        size = c_int32()
         lib.cohort_rank_order_size(self._h(), byref(size))
         self._size = size.value
         hosts = c_uint32()
@@ -254,7 +254,7 @@ class RankOrder(_util.Handle, collections.abc.Sequence):
 
     def _info(self, rank):
         out = _lib.rank_info()
-        _lib.load().cohort_rank_order_get(self._h(), _util.u32("rank", rank), byref(out))
+        _lib.load().cohort_rank_order_get(self._h(), _util.rank("rank", rank), byref(out))
         return out
 
     @property
@@ -285,7 +285,7 @@ class RankOrder(_util.Handle, collections.abc.Sequence):
 
     def rank_of(self, id):
         """The rank of node `id`; NotFound if it is not ranked."""
-        out = c_uint32()
+        out = c_int32()
         _lib.load().cohort_rank_order_rank_of(self._h(), _util.text("id", id), byref(out))
         return out.value
 
@@ -298,8 +298,8 @@ class RankOrder(_util.Handle, collections.abc.Sequence):
         """How many edges of the ring 0 -> 1 -> ... -> 0 join two different
         groups at `level` ("host", "switch", "rack", "zone" or "region")."""
         out = c_uint32()
-        _lib.load().cohort_ring_crossings(self._h(), _util.choice("level", LEVELS, level),
-                                          byref(out))
+        _lib.load().cohort_rank_order_ring_crossings(self._h(), _util.choice("level", LEVELS, level),
+                                                     byref(out))
         return out.value
 
     def __repr__(self):

@@ -524,33 +524,33 @@ static void group_key(const cohort_topology* t, uint32_t node, int32_t level, ch
 }
 
 /* Checks what a rank order promises for topology `t`. */
-static void check_rank_order(const cohort_topology* t, const cohort_rank_order* order,
-                             uint32_t world) {
-    uint32_t size = 0, hosts = 0;
+static void check_rank_order(const cohort_topology* t, const cohort_rank_order* order, int32_t world) {
+    int32_t size = 0;
+    uint32_t hosts = 0;
     CHECK_OK(cohort_rank_order_size(order, &size));
     CHECK(size == world);
     CHECK_OK(cohort_rank_order_host_count(order, &hosts));
     if (size != world || world > 64) return;
 
     cohort_rank_info info[64];
-    for (uint32_t r = 0; r < world; ++r) {
+    for (int32_t r = 0; r < world; ++r) {
         memset(&info[r], 0xff, sizeof info[r]);
         CHECK_OK(cohort_rank_order_get(order, r, &info[r]));
         /* rank_of is the inverse of get. */
         const char* id = NULL;
         CHECK_OK(cohort_topology_node_str(t, info[r].node_index, COHORT_FIELD_ID, &id));
-        uint32_t back = UINT32_MAX;
+        int32_t back = -1;
         CHECK_OK(cohort_rank_order_rank_of(order, id != NULL ? id : "?", &back));
         CHECK(back == r);
     }
     /* Every level's groups are contiguous runs of ranks. */
     for (int32_t level = COHORT_LEVEL_HOST; level <= COHORT_LEVEL_REGION; ++level) {
-        for (uint32_t r = 1; r < world; ++r) {
+        for (int32_t r = 1; r < world; ++r) {
             char here[256], before[256], earlier[256];
             group_key(t, info[r].node_index, level, here, sizeof here);
             group_key(t, info[r - 1].node_index, level, before, sizeof before);
             if (strcmp(here, before) == 0) continue;
-            for (uint32_t e = 0; e + 1 < r; ++e) {
+            for (int32_t e = 0; e + 1 < r; ++e) {
                 group_key(t, info[e].node_index, level, earlier, sizeof earlier);
                 if (strcmp(here, earlier) == 0) {
                     report_failure(__FILE__, __LINE__, "rank groups are contiguous");
@@ -561,13 +561,13 @@ static void check_rank_order(const cohort_topology* t, const cohort_rank_order* 
         }
     }
     /* local_rank, local_world_size and node_rank describe the host runs. */
-    uint32_t run_start = 0, node_rank = 0;
-    for (uint32_t r = 0; r <= world; ++r) {
+    int32_t run_start = 0, node_rank = 0;
+    for (int32_t r = 0; r <= world; ++r) {
         char here[256] = "", first[256];
         if (r < world) group_key(t, info[r].node_index, COHORT_LEVEL_HOST, here, sizeof here);
         group_key(t, info[run_start].node_index, COHORT_LEVEL_HOST, first, sizeof first);
         if (r < world && strcmp(here, first) == 0) continue;
-        for (uint32_t k = run_start; k < r; ++k) {
+        for (int32_t k = run_start; k < r; ++k) {
             CHECK(info[k].local_rank == k - run_start);
             CHECK(info[k].local_world_size == r - run_start);
             CHECK(info[k].node_rank == node_rank);
@@ -575,7 +575,7 @@ static void check_rank_order(const cohort_topology* t, const cohort_rank_order* 
         ++node_rank;
         run_start = r;
     }
-    CHECK(hosts == node_rank);
+    CHECK(hosts == (uint32_t)node_rank);
 }
 
 static void test_rank_order(void) {
@@ -590,7 +590,8 @@ static void test_rank_order(void) {
     /* Training roles, READY only: c0 w1 | w2 w3 | w4 w5 (e0 evaluates, w6 is
      * down, solo is a joining parameter server). */
     check_rank_order(t, order, 6);
-    uint32_t hosts = 0, rank = 99;
+    uint32_t hosts = 0;
+    int32_t rank = 99;
     CHECK_OK(cohort_rank_order_host_count(order, &hosts));
     CHECK(hosts == 3);
     CHECK_OK(cohort_rank_order_rank_of(order, "c0", &rank));
@@ -611,19 +612,19 @@ static void test_rank_order(void) {
 
     /* The ring crosses each boundary once: the minimum. */
     uint32_t crossings = 99;
-    CHECK_OK(cohort_ring_crossings(order, COHORT_LEVEL_HOST, &crossings));
+    CHECK_OK(cohort_rank_order_ring_crossings(order, COHORT_LEVEL_HOST, &crossings));
     CHECK(crossings == 3);
-    CHECK_OK(cohort_ring_crossings(order, COHORT_LEVEL_SWITCH, &crossings));
+    CHECK_OK(cohort_rank_order_ring_crossings(order, COHORT_LEVEL_SWITCH, &crossings));
     CHECK(crossings == 3);
-    CHECK_OK(cohort_ring_crossings(order, COHORT_LEVEL_RACK, &crossings));
+    CHECK_OK(cohort_rank_order_ring_crossings(order, COHORT_LEVEL_RACK, &crossings));
     CHECK(crossings == 2);
-    CHECK_OK(cohort_ring_crossings(order, COHORT_LEVEL_ZONE, &crossings));
+    CHECK_OK(cohort_rank_order_ring_crossings(order, COHORT_LEVEL_ZONE, &crossings));
     CHECK(crossings == 0);
-    CHECK_OK(cohort_ring_crossings(order, COHORT_LEVEL_REGION, &crossings));
+    CHECK_OK(cohort_rank_order_ring_crossings(order, COHORT_LEVEL_REGION, &crossings));
     CHECK(crossings == 0);
     crossings = 99;
-    CHECK_ERR(cohort_ring_crossings(order, 5, &crossings), COHORT_ERR_INVALID_ARGUMENT);
-    CHECK_ERR(cohort_ring_crossings(order, -1, &crossings), COHORT_ERR_INVALID_ARGUMENT);
+    CHECK_ERR(cohort_rank_order_ring_crossings(order, 5, &crossings), COHORT_ERR_INVALID_ARGUMENT);
+    CHECK_ERR(cohort_rank_order_ring_crossings(order, -1, &crossings), COHORT_ERR_INVALID_ARGUMENT);
     CHECK(crossings == 99);
 
     cohort_rank_info info;
@@ -639,7 +640,7 @@ static void test_rank_order(void) {
     if (loaded != NULL) CHECK_OK(cohort_rank_order_create(loaded, 0, &other));
     if (other != NULL) {
         check_rank_order(loaded, other, 6);
-        for (uint32_t r = 0; r < 6; ++r) {
+        for (int32_t r = 0; r < 6; ++r) {
             cohort_rank_info a, b;
             const char* id_a = NULL;
             const char* id_b = NULL;
@@ -660,7 +661,7 @@ static void test_rank_order(void) {
     CHECK_OK(cohort_rank_order_host_count(all, &hosts));
     CHECK(hosts == 4);
     cohort_topology_destroy(t);
-    uint32_t size = 0;
+    int32_t size = 0;
     CHECK_OK(cohort_rank_order_size(all, &size));
     CHECK(size == 7);
     CHECK_OK(cohort_rank_order_rank_of(all, "e0", &rank));
@@ -1050,7 +1051,7 @@ static void check_plan(const cohort_shard_plan* plan, uint64_t shards, uint32_t 
     uint64_t total = 0;
     for (uint32_t k = 0; k < members; ++k) {
         uint64_t load = UINT64_MAX;
-        CHECK_OK(cohort_shard_plan_load(plan, k, &load));
+        CHECK_OK(cohort_shard_plan_member_load(plan, k, &load));
         CHECK(load == counted[k]);
         total += load;
 
@@ -1171,7 +1172,7 @@ static void test_plan_round_robin(void) {
     check_plan(plan, 64, 1, 4);
     for (uint32_t m = 0; m < 4; ++m) {
         uint64_t load = 0;
-        CHECK_OK(cohort_shard_plan_load(plan, m, &load));
+        CHECK_OK(cohort_shard_plan_member_load(plan, m, &load));
         CHECK(load == 16);
     }
     /* Each window of four consecutive shards uses every member once. */
@@ -1220,7 +1221,7 @@ static void test_plan_round_robin(void) {
     CHECK_ERR(cohort_shard_plan_member_id(plan, 4, &id), COHORT_ERR_OUT_OF_RANGE);
     CHECK_STR(id, "untouched");
     uint64_t load = 77;
-    CHECK_ERR(cohort_shard_plan_load(plan, 4, &load), COHORT_ERR_OUT_OF_RANGE);
+    CHECK_ERR(cohort_shard_plan_member_load(plan, 4, &load), COHORT_ERR_OUT_OF_RANGE);
     CHECK(load == 77);
 
     /* JSON, freed with cohort_free. */
@@ -1272,7 +1273,7 @@ static void test_plan_hash(void) {
         /* Cap: ceil(128 / 4 * 1.03) = 33. */
         for (uint32_t m = 0; m < 4; ++m) {
             uint64_t load = 0;
-            CHECK_OK(cohort_shard_plan_load(a, m, &load));
+            CHECK_OK(cohort_shard_plan_member_load(a, m, &load));
             CHECK(load <= 33);
         }
         char* json = NULL;
@@ -1355,19 +1356,19 @@ static void test_plan_locality(void) {
     o = NULL;
     CHECK_OK(cohort_plan_options_create(&o));
     CHECK_OK(cohort_plan_options_set_strategy(o, COHORT_STRATEGY_LOCALITY));
-    CHECK_OK(cohort_plan_options_load_locality(o, file));
+    CHECK_OK(cohort_plan_options_add_locality_file(o, file));
     check_locality_plan(s, t, o, "load_locality");
 
     /* Errors name the file. */
     scratch_path(file, sizeof file, "no-such-locality.yaml");
-    CHECK_ERR(cohort_plan_options_load_locality(o, file), COHORT_ERR_IO);
+    CHECK_ERR(cohort_plan_options_add_locality_file(o, file), COHORT_ERR_IO);
     CHECK_MESSAGE_HAS("no-such-locality.yaml");
     scratch_path(file, sizeof file, "bad-locality.yaml");
     CHECK(write_file(file, "m0:\n  data/f0.bin: 2.5\n"));
-    CHECK_ERR(cohort_plan_options_load_locality(o, file), COHORT_ERR_PARSE);
+    CHECK_ERR(cohort_plan_options_add_locality_file(o, file), COHORT_ERR_PARSE);
     CHECK_MESSAGE_HAS("bad-locality.yaml:2");
     CHECK(write_file(file, "m0: [data/f0.bin]\n"));
-    CHECK_ERR(cohort_plan_options_load_locality(o, file), COHORT_ERR_PARSE);
+    CHECK_ERR(cohort_plan_options_add_locality_file(o, file), COHORT_ERR_PARSE);
     CHECK_MESSAGE_HAS("bad-locality.yaml");
     /* Failed loads added nothing: the plan is unchanged. */
     check_locality_plan(s, t, o, "after failed loads");
@@ -1513,11 +1514,11 @@ static void check_replan(uint32_t replication) {
     /* The default load slack is 0: every member holds exactly its share. */
     for (uint32_t m = 0; m < 4; ++m) {
         uint64_t load = 0;
-        CHECK_OK(cohort_shard_plan_load(plan, m, &load));
+        CHECK_OK(cohort_shard_plan_member_load(plan, m, &load));
         CHECK(load == 16 * replication);
     }
     uint64_t m3_load = 0;
-    CHECK_OK(cohort_shard_plan_load(plan, member_index(plan, "m3"), &m3_load));
+    CHECK_OK(cohort_shard_plan_member_load(plan, member_index(plan, "m3"), &m3_load));
     CHECK(m3_load > 0);
 
     cohort_topology* fewer = plan_members(0, 0);
@@ -1555,7 +1556,7 @@ static void check_replan(uint32_t replication) {
         check_plan(after, 64, replication, 5);
         uint64_t moved = 0, newcomer = 0;
         CHECK_OK(cohort_shard_plan_moved(after, &moved));
-        CHECK_OK(cohort_shard_plan_load(after, member_index(after, "m5"), &newcomer));
+        CHECK_OK(cohort_shard_plan_member_load(after, member_index(after, "m5"), &newcomer));
         CHECK(moved == newcomer);
         CHECK(newcomer >= (64 * replication) / 5 && newcomer <= (64 * replication + 4) / 5);
         uint64_t changed = 0;
@@ -1612,7 +1613,7 @@ static void test_epoch_order(void) {
     enum { N = 96, WORLD = 4 };
     uint64_t seen[N] = {0};
     uint64_t first[N / WORLD];
-    for (uint32_t rank = 0; rank < WORLD; ++rank) {
+    for (int32_t rank = 0; rank < WORLD; ++rank) {
         uint64_t part[N / WORLD];
         count = 0;
         CHECK_OK(cohort_epoch_order(N, 1234, 3, rank, WORLD, COHORT_EPOCH_SHUFFLE, part,
@@ -1704,7 +1705,7 @@ static void test_null_arguments(void) {
     CHECK_ERR(cohort_rank_order_host_count(order, NULL), E);
     CHECK_ERR(cohort_rank_order_get(order, 0, NULL), E);
     CHECK_ERR(cohort_rank_order_rank_of(order, "c0", NULL), E);
-    CHECK_ERR(cohort_ring_crossings(order, COHORT_LEVEL_HOST, NULL), E);
+    CHECK_ERR(cohort_rank_order_ring_crossings(order, COHORT_LEVEL_HOST, NULL), E);
     CHECK_ERR(cohort_dataset_create(NULL), E);
     CHECK_ERR(cohort_dataset_load_file("x.txt", NULL), E);
     CHECK_ERR(cohort_dataset_load_string("x 1\n", 4, 0, NULL, NULL), E);
@@ -1720,10 +1721,9 @@ static void test_null_arguments(void) {
     CHECK_ERR(cohort_shard_plan_member_count(plan, NULL), E);
     CHECK_ERR(cohort_shard_plan_member_id(plan, 0, NULL), E);
     CHECK_ERR(cohort_shard_plan_owner(plan, 0, 0, NULL), E);
-    CHECK_ERR(cohort_shard_plan_load(plan, 0, NULL), E);
+    CHECK_ERR(cohort_shard_plan_member_load(plan, 0, NULL), E);
     uint32_t busy = 0; /* a member with shards, so a buffer is needed */
-    for (uint64_t load = 0; cohort_shard_plan_load(plan, busy, &load) == COHORT_OK && load == 0;)
-        ++busy;
+    for (uint64_t load = 0; cohort_shard_plan_member_load(plan, busy, &load) == COHORT_OK && load == 0;) ++busy;
     CHECK_ERR(cohort_shard_plan_member_shards(plan, busy, buffer, 4, NULL), E);
     CHECK_ERR(cohort_shard_plan_member_shards(plan, busy, NULL, 4, &count), E);
     CHECK_ERR(cohort_shard_plan_moved(plan, NULL), E);
@@ -1742,11 +1742,11 @@ static void test_null_arguments(void) {
     CHECK_ERR(cohort_topology_node_info(NULL, 0, &i32, &i32, &u32, &u64), E);
     CHECK_ERR(cohort_topology_to_json(NULL, &json, &length), E);
     CHECK_ERR(cohort_rank_order_create(NULL, 0, &r_out), E);
-    CHECK_ERR(cohort_rank_order_size(NULL, &u32), E);
+    CHECK_ERR(cohort_rank_order_size(NULL, &i32), E);
     CHECK_ERR(cohort_rank_order_host_count(NULL, &u32), E);
     CHECK_ERR(cohort_rank_order_get(NULL, 0, &info), E);
-    CHECK_ERR(cohort_rank_order_rank_of(NULL, "c0", &u32), E);
-    CHECK_ERR(cohort_ring_crossings(NULL, 0, &u32), E);
+    CHECK_ERR(cohort_rank_order_rank_of(NULL, "c0", &i32), E);
+    CHECK_ERR(cohort_rank_order_ring_crossings(NULL, 0, &u32), E);
     CHECK_ERR(cohort_dataset_add_file(NULL, "p", 1, 1), E);
     CHECK_ERR(cohort_dataset_file_count(NULL, &u32), E);
     CHECK_ERR(cohort_dataset_file(NULL, 0, &str, &u64, &u64), E);
@@ -1772,7 +1772,7 @@ static void test_null_arguments(void) {
     CHECK_ERR(cohort_shard_plan_member_count(NULL, &u32), E);
     CHECK_ERR(cohort_shard_plan_member_id(NULL, 0, &str), E);
     CHECK_ERR(cohort_shard_plan_owner(NULL, 0, 0, &u32), E);
-    CHECK_ERR(cohort_shard_plan_load(NULL, 0, &u64), E);
+    CHECK_ERR(cohort_shard_plan_member_load(NULL, 0, &u64), E);
     CHECK_ERR(cohort_shard_plan_member_shards(NULL, 0, buffer, 4, &count), E);
     CHECK_ERR(cohort_shard_plan_moved(NULL, &u64), E);
     CHECK_ERR(cohort_shard_plan_to_json(NULL, &json, &length), E);
@@ -1785,14 +1785,14 @@ static void test_null_arguments(void) {
     CHECK_ERR(cohort_topology_set_gpus(t, NULL, 1, 1), E);
     CHECK_ERR(cohort_topology_set_status(t, NULL, 0), E);
     CHECK_ERR(cohort_topology_find(t, NULL, &u32), E);
-    CHECK_ERR(cohort_rank_order_rank_of(order, NULL, &u32), E);
+    CHECK_ERR(cohort_rank_order_rank_of(order, NULL, &i32), E);
     CHECK_ERR(cohort_dataset_load_file(NULL, &d_out), E);
     CHECK_ERR(cohort_dataset_load_string(NULL, 4, 0, NULL, &d_out), E);
     CHECK_ERR(cohort_dataset_add_file(d, NULL, 1, 1), E);
     CHECK_ERR(cohort_plan_options_add_locality(o, NULL, "x", 1.0), E);
     CHECK_ERR(cohort_plan_options_add_locality(o, "c0", NULL, 1.0), E);
-    CHECK_ERR(cohort_plan_options_load_locality(NULL, "x.yaml"), E);
-    CHECK_ERR(cohort_plan_options_load_locality(o, NULL), E);
+    CHECK_ERR(cohort_plan_options_add_locality_file(NULL, "x.yaml"), E);
+    CHECK_ERR(cohort_plan_options_add_locality_file(o, NULL), E);
     CHECK(t_out == NULL && d_out == NULL && s_out == NULL && o_out == NULL && p_out == NULL &&
           r_out == NULL);
 

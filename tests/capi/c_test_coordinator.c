@@ -47,15 +47,14 @@ static void check_has(const char* file, int line, const char* what, const char* 
 
 static void test_coordinator(void) {
     cohort_coordinator* server = NULL;
-    cohort_coord_client* client = NULL;
-    cohort_coord_client* wrong = NULL;
+    cohort_coordinator_client* client = NULL;
+    cohort_coordinator_client* wrong = NULL;
     const char* url = NULL;
     uint16_t port = 0;
     uint64_t generation = 99;
     int32_t active = -2;
     int32_t rank = -2;
     int32_t rendezvous = -1;
-    int32_t counted = -1;
     char* text = NULL;
     size_t length = 0;
     char saved_url[64] = "";
@@ -67,46 +66,47 @@ static void test_coordinator(void) {
     CHECK_HAS(url, "http://127.0.0.1:");
     if (url != NULL && strlen(url) < sizeof saved_url) strcpy(saved_url, url); /* outlives the server */
 
-    CHECK_OK(cohort_coord_client_create(url, "c-secret", 5000, 2000, &client));
-    CHECK_OK(cohort_coord_client_create_job(
+    CHECK_OK(cohort_coordinator_client_create(url, "c-secret", 5.0, 2.0, &client));
+    CHECK_OK(cohort_coordinator_client_ensure_job(
         client, "cjob", "{\"min_nodes\": 2, \"max_nodes\": 2, \"last_call\": 0, \"heartbeat_interval\": 0.05}"));
-    CHECK_OK(cohort_coord_client_join(client, "cjob", "a", "host-a", "127.0.0.1:7000", &generation, &active, &rank));
+    CHECK_OK(
+        cohort_coordinator_client_join(client, "cjob", "a", "host-a", "127.0.0.1:7000", &generation, &active, &rank));
     CHECK(active == 0 && rank == -1);
-    CHECK_OK(cohort_coord_client_world(client, "cjob", "a", &text, &length));
+    CHECK_OK(cohort_coordinator_client_world(client, "cjob", "a", &text, &length));
     CHECK_HAS(text, "\"state\":\"waiting\"");
     CHECK(text != NULL && length == strlen(text));
     cohort_free(text);
     text = NULL;
-    CHECK_OK(cohort_coord_client_heartbeat(client, "cjob", "a", 0, -1, -1.0, -1.0, NULL, &active, NULL));
+    CHECK_OK(cohort_coordinator_client_heartbeat(client, "cjob", "a", 0, -1, -1.0, -1.0, NULL, &active, NULL));
     CHECK(active == 0);
-    CHECK_OK(cohort_coord_client_join(client, "cjob", "b", NULL, NULL, &generation, &active, &rank));
+    CHECK_OK(cohort_coordinator_client_join(client, "cjob", "b", NULL, NULL, &generation, &active, &rank));
     CHECK(active == 1 && rank >= 0 && generation > 0);
 
-    CHECK_OK(cohort_coord_client_wait_for_world(client, "cjob", "a", 5000, &text, &length));
+    CHECK_OK(cohort_coordinator_client_wait_for_world(client, "cjob", "a", 5.0, &text, &length));
     CHECK_HAS(text, "\"state\":\"active\"");
     CHECK_HAS(text, "\"world_size\":2");
     CHECK_HAS(text, "127.0.0.1:7000");
     cohort_free(text);
     text = NULL;
-    CHECK_OK(
-        cohort_coord_client_heartbeat(client, "cjob", "a", generation, 7, 0.25, 100.0, NULL, &active, &rendezvous));
+    CHECK_OK(cohort_coordinator_client_heartbeat(client, "cjob", "a", generation, 7, 0.25, 100.0, NULL, &active,
+                                                 &rendezvous));
     CHECK(active == 1 && rendezvous == 0);
-    CHECK_OK(cohort_coord_client_job_state(client, "cjob", &text, NULL));
+    CHECK_OK(cohort_coordinator_client_job_state(client, "cjob", &text, NULL));
     CHECK_HAS(text, "\"step\":7");
     cohort_free(text);
     text = NULL;
 
     /* Store: bytes with a NUL in them, and a get that waits for nothing. */
-    CHECK_OK(cohort_coord_client_store_set(client, "cjob", generation, "addr/0", "a\0b", 3));
-    CHECK_OK(cohort_coord_client_store_get(client, "cjob", generation, "addr/0", 1000, &text, &length));
+    CHECK_OK(cohort_coordinator_client_store_set(client, "cjob", generation, "addr/0", "a\0b", 3));
+    CHECK_OK(cohort_coordinator_client_store_get(client, "cjob", generation, "addr/0", 1.0, &text, &length));
     CHECK(text != NULL && length == 3 && memcmp(text, "a\0b", 3) == 0 && text[3] == '\0');
     cohort_free(text);
     text = NULL;
-    CHECK_ERR(cohort_coord_client_store_get(client, "cjob", generation, "never", 30, &text, &length),
+    CHECK_ERR(cohort_coordinator_client_store_get(client, "cjob", generation, "never", 0.03, &text, &length),
               COHORT_ERR_TIMEOUT, "'never'");
-    CHECK_ERR(cohort_coord_client_store_get(client, "cjob", generation, "never", 0, &text, &length),
+    CHECK_ERR(cohort_coordinator_client_store_get(client, "cjob", generation, "never", 0, &text, &length),
               COHORT_ERR_NOT_FOUND, "'never'");
-    CHECK_ERR(cohort_coord_client_store_set(client, "cjob", generation + 5, "k", "v", 1), COHORT_ERR_MISMATCH,
+    CHECK_ERR(cohort_coordinator_client_store_set(client, "cjob", generation + 5, "k", "v", 1), COHORT_ERR_MISMATCH,
               "generation");
     CHECK(text == NULL);
 
@@ -115,34 +115,34 @@ static void test_coordinator(void) {
         int64_t sum = 0;
         int32_t stored = -1, deleted = -1;
         const char* keys[2] = {"addr/0", "counter"};
-        CHECK_OK(cohort_coord_client_store_add(client, "cjob", generation, "counter", 5, &sum));
+        CHECK_OK(cohort_coordinator_client_store_add(client, "cjob", generation, "counter", 5, &sum));
         CHECK(sum == 5);
-        CHECK_OK(cohort_coord_client_store_add(client, "cjob", generation, "counter", -2, &sum));
+        CHECK_OK(cohort_coordinator_client_store_add(client, "cjob", generation, "counter", -2, &sum));
         CHECK(sum == 3);
-        CHECK_ERR(cohort_coord_client_store_add(client, "cjob", generation, "addr/0", 1, &sum),
+        CHECK_ERR(cohort_coordinator_client_store_add(client, "cjob", generation, "addr/0", 1, &sum),
                   COHORT_ERR_INVALID_ARGUMENT, "addr/0");
-        CHECK_OK(cohort_coord_client_store_compare_and_set(client, "cjob", generation, "leader", NULL, 0, "a", 1,
-                                                           &stored, &text, &length));
+        CHECK_OK(cohort_coordinator_client_store_compare_and_set(client, "cjob", generation, "leader", NULL, 0, "a", 1,
+                                                                 &stored, &text, &length));
         CHECK(stored == 1 && text != NULL && length == 1 && text[0] == 'a');
         cohort_free(text);
         text = NULL;
-        CHECK_OK(cohort_coord_client_store_compare_and_set(client, "cjob", generation, "leader", "x", 1, "b", 1,
-                                                           &stored, &text, &length));
+        CHECK_OK(cohort_coordinator_client_store_compare_and_set(client, "cjob", generation, "leader", "x", 1, "b", 1,
+                                                                 &stored, &text, &length));
         CHECK(stored == 0 && text != NULL && text[0] == 'a');
         cohort_free(text);
         text = NULL;
-        CHECK_OK(cohort_coord_client_store_wait(client, "cjob", generation, keys, 2, 1000));
+        CHECK_OK(cohort_coordinator_client_store_wait(client, "cjob", generation, keys, 2, 1.0));
         keys[1] = "missing";
-        CHECK_ERR(cohort_coord_client_store_wait(client, "cjob", generation, keys, 2, 30), COHORT_ERR_TIMEOUT,
+        CHECK_ERR(cohort_coordinator_client_store_wait(client, "cjob", generation, keys, 2, 0.03), COHORT_ERR_TIMEOUT,
                   "missing");
-        CHECK_OK(cohort_coord_client_store_delete(client, "cjob", generation, "leader", &deleted));
+        CHECK_OK(cohort_coordinator_client_store_delete(client, "cjob", generation, "leader", &deleted));
         CHECK(deleted == 1);
-        CHECK_OK(cohort_coord_client_store_delete(client, "cjob", generation, "leader", &deleted));
+        CHECK_OK(cohort_coordinator_client_store_delete(client, "cjob", generation, "leader", &deleted));
         CHECK(deleted == 0);
     }
 
     /* A heartbeat with batched steps and GPU samples, as JSON. */
-    CHECK_OK(cohort_coord_client_heartbeat_json(
+    CHECK_OK(cohort_coordinator_client_heartbeat_json(
         client, "cjob", "a", generation,
         "{\"step\": 9, \"collective_seq\": 4, \"in_collective\": true, \"gpu\": {\"gpus\": []},"
         " \"samples\": [{\"age\": 0.5, \"step\": 8, \"step_time\": 0.2}, {\"age\": 0, \"step\": 9}]}",
@@ -151,74 +151,81 @@ static void test_coordinator(void) {
     CHECK_HAS(text, "\"world_size\":2");
     cohort_free(text);
     text = NULL;
-    CHECK_OK(cohort_coord_client_job_state(client, "cjob", &text, NULL));
+    CHECK_OK(cohort_coordinator_client_job_state(client, "cjob", &text, NULL));
     CHECK_HAS(text, "\"step\":9");
     CHECK_HAS(text, "\"collective_seq\":4");
     cohort_free(text);
     text = NULL;
-    CHECK_ERR(cohort_coord_client_heartbeat_json(client, "cjob", "a", generation, "{\"step\": -1}", &text, NULL),
+    CHECK_ERR(cohort_coordinator_client_heartbeat_json(client, "cjob", "a", generation, "{\"step\": -1}", &text, NULL),
               COHORT_ERR_INVALID_ARGUMENT, "step");
-    CHECK_ERR(cohort_coord_client_heartbeat_json(client, "cjob", "a", generation, "{\"speed\": 1}", &text, NULL),
+    CHECK_ERR(cohort_coordinator_client_heartbeat_json(client, "cjob", "a", generation, "{\"speed\": 1}", &text, NULL),
               COHORT_ERR_INVALID_ARGUMENT, "metrics_json: unknown field 'speed'");
-    CHECK_ERR(cohort_coord_client_heartbeat_json(client, "cjob", "a", generation, "{\"samples\": [{\"age\": 1}]}",
-                                                 &text, NULL),
+    CHECK_ERR(cohort_coordinator_client_heartbeat_json(client, "cjob", "a", generation, "{\"samples\": [{\"age\": 1}]}",
+                                                       &text, NULL),
               COHORT_ERR_INVALID_ARGUMENT, "samples[0]: missing field 'step'");
-    CHECK_ERR(cohort_coord_client_heartbeat_json(client, "cjob", "a", generation, "{\"samples\": [3]}", &text, NULL),
-              COHORT_ERR_INVALID_ARGUMENT, "samples[0]: expected an object, not a number");
+    CHECK_ERR(
+        cohort_coordinator_client_heartbeat_json(client, "cjob", "a", generation, "{\"samples\": [3]}", &text, NULL),
+        COHORT_ERR_INVALID_ARGUMENT, "samples[0]: expected an object, not a number");
     CHECK(text == NULL);
 
     /* Shards. */
-    CHECK_OK(cohort_coord_client_register_dataset(client, "cjob", "{\"shards\": [{\"id\": \"only\", \"bytes\": 5}]}"));
-    CHECK_OK(cohort_coord_client_next_shard(client, "cjob", "a", &text, &length));
+    CHECK_OK(
+        cohort_coordinator_client_register_dataset(client, "cjob", "{\"shards\": [{\"id\": \"only\", \"bytes\": 5}]}"));
+    CHECK_OK(cohort_coordinator_client_next_shard(client, "cjob", "a", &text, &length));
     CHECK_HAS(text, "\"granted\":true");
     CHECK_HAS(text, "\"shard_id\":\"only\"");
     {
         const char* lease_text = text != NULL ? strstr(text, "\"lease\":") : NULL;
         unsigned long long lease = 0;
         CHECK(lease_text != NULL && sscanf(lease_text, "\"lease\":%llu", &lease) == 1);
-        CHECK_OK(cohort_coord_client_shard_done(client, "cjob", "a", (uint64_t)lease, &counted));
-        CHECK(counted == 1);
-        CHECK_OK(cohort_coord_client_shard_done(client, "cjob", "a", (uint64_t)lease, &counted));
-        CHECK(counted == 0);
+        int32_t outcome = -1;
+        CHECK_OK(cohort_coordinator_client_shard_done(client, "cjob", "a", (uint64_t)lease, &outcome));
+        CHECK(outcome == COHORT_SHARD_COUNTED);
+        CHECK_OK(cohort_coordinator_client_shard_done(client, "cjob", "a", (uint64_t)lease, &outcome));
+        CHECK(outcome == COHORT_SHARD_ALREADY_DONE);
+        CHECK_OK(cohort_coordinator_client_shard_done(client, "cjob", "a", (uint64_t)lease, NULL));
     }
     cohort_free(text);
     text = NULL;
-    CHECK_OK(cohort_coord_client_next_shard(client, "cjob", "a", &text, NULL));
+    CHECK_OK(cohort_coordinator_client_next_shard(client, "cjob", "a", &text, NULL));
     CHECK_HAS(text, "\"finished\":true");
     cohort_free(text);
     text = NULL;
 
-    CHECK_ERR(cohort_coord_client_leave_failed(client, "cjob", "b", ""), COHORT_ERR_INVALID_ARGUMENT, "failure");
-    CHECK_ERR(cohort_coord_client_leave_failed(client, "cjob", "b", NULL), COHORT_ERR_INVALID_ARGUMENT, "failure");
-    CHECK_OK(cohort_coord_client_leave_failed(client, "cjob", "b", "killed by signal 9"));
-    CHECK_OK(cohort_coord_client_heartbeat(client, "cjob", "a", generation, -1, -1.0, -1.0, NULL, NULL, &rendezvous));
+    CHECK_ERR(cohort_coordinator_client_leave_failed(client, "cjob", "b", ""), COHORT_ERR_INVALID_ARGUMENT, "failure");
+    CHECK_ERR(cohort_coordinator_client_leave_failed(client, "cjob", "b", NULL), COHORT_ERR_INVALID_ARGUMENT,
+              "failure");
+    CHECK_OK(cohort_coordinator_client_leave_failed(client, "cjob", "b", "killed by signal 9"));
+    CHECK_OK(
+        cohort_coordinator_client_heartbeat(client, "cjob", "a", generation, -1, -1.0, -1.0, NULL, NULL, &rendezvous));
     CHECK(rendezvous == 1);
-    CHECK_OK(cohort_coord_client_job_state(client, "cjob", &text, NULL));
+    CHECK_OK(cohort_coordinator_client_job_state(client, "cjob", &text, NULL));
     CHECK_HAS(text, "killed by signal 9");
     CHECK_HAS(text, "\"failed\"");
     cohort_free(text);
     text = NULL;
 
     /* Errors. */
-    CHECK_ERR(cohort_coord_client_job_state(client, "no-such-job", &text, NULL), COHORT_ERR_NOT_FOUND, "no-such-job");
-    CHECK_OK(cohort_coord_client_create(url, "wrong", 0, 0, &wrong));
-    CHECK_ERR(cohort_coord_client_leave(wrong, "cjob", "a"), COHORT_ERR_PERMISSION_DENIED, "401");
-    CHECK_ERR(cohort_coord_client_create(NULL, NULL, 0, 0, &wrong), COHORT_ERR_INVALID_ARGUMENT, "url");
-    CHECK_ERR(cohort_coord_client_create("ftp://x", NULL, 0, 0, &client), COHORT_ERR_INVALID_ARGUMENT,
+    CHECK_ERR(cohort_coordinator_client_job_state(client, "no-such-job", &text, NULL), COHORT_ERR_NOT_FOUND,
+              "no-such-job");
+    CHECK_OK(cohort_coordinator_client_create(url, "wrong", 0, 0, &wrong));
+    CHECK_ERR(cohort_coordinator_client_leave(wrong, "cjob", "a"), COHORT_ERR_PERMISSION_DENIED, "401");
+    CHECK_ERR(cohort_coordinator_client_create(NULL, NULL, 0, 0, &wrong), COHORT_ERR_INVALID_ARGUMENT, "url");
+    CHECK_ERR(cohort_coordinator_client_create("ftp://x", NULL, 0, 0, &client), COHORT_ERR_INVALID_ARGUMENT,
               "http://HOST:PORT");
-    CHECK_ERR(cohort_coord_client_world(NULL, "cjob", "a", &text, NULL), COHORT_ERR_INVALID_ARGUMENT, "client");
+    CHECK_ERR(cohort_coordinator_client_world(NULL, "cjob", "a", &text, NULL), COHORT_ERR_INVALID_ARGUMENT, "client");
     CHECK(text == NULL);
 
-    cohort_coord_client_destroy(wrong);
-    cohort_coord_client_destroy(client);
+    cohort_coordinator_client_destroy(wrong);
+    cohort_coordinator_client_destroy(client);
     cohort_coordinator_destroy(server);
-    cohort_coord_client_destroy(NULL);
+    cohort_coordinator_client_destroy(NULL);
     cohort_coordinator_destroy(NULL);
 
     /* A server that is gone: UNAVAILABLE naming the URL, within the deadline. */
-    CHECK_OK(cohort_coord_client_create(saved_url, NULL, 1000, 200, &client));
-    CHECK_ERR(cohort_coord_client_job_state(client, "cjob", &text, NULL), COHORT_ERR_UNAVAILABLE, "curl error");
-    cohort_coord_client_destroy(client);
+    CHECK_OK(cohort_coordinator_client_create(saved_url, NULL, 1.0, 0.2, &client));
+    CHECK_ERR(cohort_coordinator_client_job_state(client, "cjob", &text, NULL), COHORT_ERR_UNAVAILABLE, "curl error");
+    cohort_coordinator_client_destroy(client);
 }
 
 int run_coordinator_tests(void); /* called by c_test.c's main() */

@@ -1,7 +1,7 @@
 /*
  * c_test_env.c: the launch environment through the C ABI, from plain C11
  * (with POSIX setenv). Sets COHORT_RANK=0 COHORT_WORLD_SIZE=1, reads it
- * back with every getter, joins a world of one with cohort_init_from_env,
+ * back with every getter, joins a world of one with cohort_comm_from_env,
  * then checks the errors for a malformed value and for no store. Restores
  * the variables it touches. Includes nothing from cohort but cohort.h;
  * c_test.c's main() runs it.
@@ -86,7 +86,7 @@ static void test_read(void) {
 
     setenv("COHORT_RANK", "0", 1);
     setenv("COHORT_WORLD_SIZE", "1", 1);
-    CHECK_OK(cohort_launch_env_read(&env));
+    CHECK_OK(cohort_launch_env_from_env(&env));
     CHECK(env != NULL);
     CHECK_OK(cohort_launch_env_rank(env, &value));
     CHECK(value == 0);
@@ -111,7 +111,7 @@ static void test_read(void) {
     CHECK(text == NULL); /* untouched on failure */
 
     /* NULL arguments */
-    CHECK_ERR(cohort_launch_env_read(NULL), COHORT_ERR_INVALID_ARGUMENT, "out must not be NULL");
+    CHECK_ERR(cohort_launch_env_from_env(NULL), COHORT_ERR_INVALID_ARGUMENT, "out must not be NULL");
     CHECK_ERR(cohort_launch_env_rank(NULL, &value), COHORT_ERR_INVALID_ARGUMENT, "env must not be NULL");
     CHECK_ERR(cohort_launch_env_world_size(env, NULL), COHORT_ERR_INVALID_ARGUMENT, "world_size must not be NULL");
     CHECK_ERR(cohort_launch_env_store(env, NULL), COHORT_ERR_INVALID_ARGUMENT, "store must not be NULL");
@@ -123,13 +123,13 @@ static void test_read(void) {
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", "29500", 1);
     env = NULL;
-    CHECK_OK(cohort_launch_env_read(&env));
+    CHECK_OK(cohort_launch_env_from_env(&env));
     CHECK_OK(cohort_launch_env_store(env, &text));
     CHECK(text != NULL && strcmp(text, "tcp://127.0.0.1:29500") == 0);
     cohort_launch_env_destroy(env);
     setenv("COHORT_STORE", "file:///tmp/cohort-c-test-unused", 1);
     env = NULL;
-    CHECK_OK(cohort_launch_env_read(&env));
+    CHECK_OK(cohort_launch_env_from_env(&env));
     CHECK_OK(cohort_launch_env_store(env, &text));
     CHECK(text != NULL && strcmp(text, "file:///tmp/cohort-c-test-unused") == 0);
     cohort_launch_env_destroy(env);
@@ -140,7 +140,7 @@ static void test_read(void) {
     /* A malformed value: the variable and its value in the message; out untouched. */
     setenv("COHORT_RANK", "zero", 1);
     env = NULL;
-    CHECK_ERR(cohort_launch_env_read(&env), COHORT_ERR_INVALID_ARGUMENT, "COHORT_RANK='zero' is not a number");
+    CHECK_ERR(cohort_launch_env_from_env(&env), COHORT_ERR_INVALID_ARGUMENT, "COHORT_RANK='zero' is not a number");
     CHECK(env == NULL);
     setenv("COHORT_RANK", "0", 1);
 }
@@ -154,7 +154,7 @@ static void test_init(void) {
 
     setenv("COHORT_RANK", "0", 1);
     setenv("COHORT_WORLD_SIZE", "1", 1);
-    CHECK_OK(cohort_init_from_env(NULL, &comm, &source));
+    CHECK_OK(cohort_comm_from_env(NULL, &source, &comm));
     CHECK(comm != NULL);
     CHECK(source != NULL && strcmp(source, "cohort") == 0);
     CHECK_OK(cohort_comm_rank(comm, &value));
@@ -169,17 +169,17 @@ static void test_init(void) {
     comm = NULL;
     CHECK_OK(cohort_comm_options_create(&options));
     CHECK_OK(cohort_comm_options_set_job_id(options, "c-test-env"));
-    CHECK_OK(cohort_init_from_env(options, &comm, NULL));
+    CHECK_OK(cohort_comm_from_env(options, NULL, &comm));
     CHECK(comm != NULL);
     cohort_comm_destroy(comm);
 
-    CHECK_ERR(cohort_init_from_env(options, NULL, NULL), COHORT_ERR_INVALID_ARGUMENT, "out must not be NULL");
+    CHECK_ERR(cohort_comm_from_env(options, NULL, NULL), COHORT_ERR_INVALID_ARGUMENT, "out must not be NULL");
 
     /* Two ranks and no store: the message says what to set. */
     setenv("COHORT_WORLD_SIZE", "2", 1);
     comm = NULL;
     source = NULL;
-    CHECK_ERR(cohort_init_from_env(options, &comm, &source), COHORT_ERR_INVALID_ARGUMENT, "set COHORT_STORE");
+    CHECK_ERR(cohort_comm_from_env(options, &source, &comm), COHORT_ERR_INVALID_ARGUMENT, "set COHORT_STORE");
     CHECK(comm == NULL && source == NULL);
 
     /* No launcher variables at all. */
@@ -187,7 +187,7 @@ static void test_init(void) {
     unsetenv("COHORT_WORLD_SIZE");
     if (getenv("RANK") == NULL && getenv("OMPI_COMM_WORLD_RANK") == NULL && getenv("SLURM_PROCID") == NULL &&
         getenv("WORLD_SIZE") == NULL && getenv("OMPI_COMM_WORLD_SIZE") == NULL) {
-        CHECK_ERR(cohort_init_from_env(NULL, &comm, NULL), COHORT_ERR_NOT_FOUND, "no launcher variables found");
+        CHECK_ERR(cohort_comm_from_env(NULL, NULL, &comm), COHORT_ERR_NOT_FOUND, "no launcher variables found");
         CHECK(comm == NULL);
     }
     cohort_comm_options_destroy(options);

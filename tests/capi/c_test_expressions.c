@@ -99,7 +99,7 @@ void test_expression(void) {
     CHECK_ERR(cohort_expr_variable(e, 2, &name), COHORT_ERR_OUT_OF_RANGE, "cohort_expr_variable: variable 2 is past");
 
     cohort_context* ctx = NULL;
-    CHECK_OK(cohort_expr_context_create(e, &ctx));
+    CHECK_OK(cohort_context_from_expr(e, &ctx));
     int32_t truth = -1;
     CHECK_TRUTH(e, ctx, COHORT_TRUTH_UNKNOWN);
     CHECK_OK(cohort_context_set_number(ctx, "gpu_memory", 91.5));
@@ -115,9 +115,11 @@ void test_expression(void) {
     CHECK_OK(cohort_expr_evaluate(e, ctx, &truth, NULL, NULL));
     CHECK(truth == COHORT_TRUTH_YES);
     char* value = NULL;
-    CHECK_OK(cohort_expr_value(e, ctx, &type, &value));
+    length = 0;
+    CHECK_OK(cohort_expr_value(e, ctx, &type, &value, &length));
     CHECK(type == COHORT_TYPE_BOOL);
     CHECK_STR(value, "true");
+    CHECK(length == 4); /* every owned string comes with its length */
     cohort_free(value);
     CHECK_OK(cohort_context_set_text(ctx, "gpu_memory", "50"));
     CHECK_OK(cohort_expr_explain(e, ctx, &json, &length));
@@ -130,7 +132,7 @@ void test_expression(void) {
     cohort_expr* other = NULL;
     cohort_context* other_ctx = NULL;
     CHECK_OK(cohort_expr_compile("x > 1", 5, NULL, &other));
-    CHECK_OK(cohort_expr_context_create(other, &other_ctx));
+    CHECK_OK(cohort_context_from_expr(other, &other_ctx));
     truth = -1;
     CHECK_ERR(cohort_expr_test(e, other_ctx, &truth), BAD_ARGUMENT,
               "cohort_expr_test: the context belongs to another symbol table");
@@ -150,17 +152,17 @@ void test_expression(void) {
     cohort_expr* sum = NULL;
     cohort_context* sum_ctx = NULL;
     CHECK_OK(cohort_expr_compile("a + 1", 5, NULL, &sum));
-    CHECK_OK(cohort_expr_context_create(sum, &sum_ctx));
+    CHECK_OK(cohort_context_from_expr(sum, &sum_ctx));
     CHECK_OK(cohort_context_set_int(sum_ctx, "a", 41));
-    CHECK_OK(cohort_expr_value(sum, sum_ctx, &type, &value));
+    CHECK_OK(cohort_expr_value(sum, sum_ctx, &type, &value, NULL));
     CHECK(type == COHORT_TYPE_INT);
     CHECK_STR(value, "42");
     cohort_free(value);
     CHECK_OK(cohort_context_set_number(sum_ctx, "a", 1.5));
-    CHECK_OK(cohort_expr_value(sum, sum_ctx, &type, NULL));
+    CHECK_OK(cohort_expr_value(sum, sum_ctx, &type, NULL, NULL));
     CHECK(type == COHORT_TYPE_NUMBER);
     CHECK_OK(cohort_context_unset(sum_ctx, "a"));
-    CHECK_OK(cohort_expr_value(sum, sum_ctx, &type, NULL));
+    CHECK_OK(cohort_expr_value(sum, sum_ctx, &type, NULL, NULL));
     CHECK(type == COHORT_TYPE_NONE);
     cohort_context_destroy(sum_ctx);
     cohort_expr_destroy(sum);
@@ -175,11 +177,11 @@ void test_expression(void) {
     CHECK_ERR(cohort_expr_compile(NULL, 0, NULL, &bad), BAD_ARGUMENT, "cohort_expr_compile: text must not be NULL");
     CHECK_ERR(cohort_expr_test(e, NULL, &truth), BAD_ARGUMENT, "cohort_expr_test: context must not be NULL");
     CHECK_ERR(cohort_expr_evaluate(e, ctx, NULL, NULL, NULL), BAD_ARGUMENT, "truth must not be NULL");
-    CHECK_ERR(cohort_expr_value(NULL, ctx, &type, NULL), BAD_ARGUMENT, "expr must not be NULL");
+    CHECK_ERR(cohort_expr_value(NULL, ctx, &type, NULL, NULL), BAD_ARGUMENT, "expr must not be NULL");
     CHECK_ERR(cohort_expr_text(e, NULL), BAD_ARGUMENT, "cohort_expr_text: text must not be NULL");
     CHECK_ERR(cohort_expr_type(NULL, &type), BAD_ARGUMENT, "cohort_expr_type: expr must not be NULL");
     CHECK_ERR(cohort_expr_variable_count(e, NULL), BAD_ARGUMENT, "count must not be NULL");
-    CHECK_ERR(cohort_expr_context_create(NULL, &ctx), BAD_ARGUMENT, "expr must not be NULL");
+    CHECK_ERR(cohort_context_from_expr(NULL, &ctx), BAD_ARGUMENT, "expr must not be NULL");
     cohort_context_destroy(ctx);
     cohort_expr_destroy(e);
     cohort_expr_destroy(NULL);
@@ -191,8 +193,9 @@ void test_expression(void) {
 static void check_get(cohort_context* ctx, const char* name, int32_t expected_type, const char* expected, int line) {
     int32_t type = -1;
     char* text = NULL;
-    if (cohort_context_get(ctx, name, &type, &text) != COHORT_OK || type != expected_type ||
-        strcmp(text, expected) != 0) {
+    size_t length = 0;
+    if (cohort_context_get(ctx, name, &type, &text, &length) != COHORT_OK || type != expected_type ||
+        strcmp(text, expected) != 0 || length != strlen(text)) {
         rules_fail(__FILE__, line, "cohort_context_get");
         fprintf(stderr, "    %s: type %d \"%s\", expected %d \"%s\" (%s)\n", name, type, text ? text : "(null)",
                 expected_type, expected, cohort_last_error());
@@ -262,18 +265,19 @@ void test_context(void) {
     check_get(ctx, "size", COHORT_TYPE_NONE, "", __LINE__);
     CHECK_TRUTH(e, ctx, COHORT_TRUTH_UNKNOWN);
     int32_t type = -1;
-    CHECK_OK(cohort_context_get(ctx, "hot", &type, NULL));
+    CHECK_OK(cohort_context_get(ctx, "hot", &type, NULL, NULL));
     CHECK(type == COHORT_TYPE_NONE);
     CHECK_ERR(cohort_context_set_int(ctx, "zzz", 1), COHORT_ERR_NOT_FOUND, "no condition uses a variable named 'zzz'");
     CHECK_ERR(cohort_context_unset(ctx, "zzz"), COHORT_ERR_NOT_FOUND, "cohort_context_unset: no condition uses");
-    CHECK_ERR(cohort_context_get(ctx, "zzz", &type, NULL), COHORT_ERR_NOT_FOUND, "cohort_context_get: no condition");
+    CHECK_ERR(cohort_context_get(ctx, "zzz", &type, NULL, NULL), COHORT_ERR_NOT_FOUND,
+              "cohort_context_get: no condition");
     CHECK_ERR(cohort_context_set_string(ctx, "kind", NULL, 2), BAD_ARGUMENT,
               "cohort_context_set_string: value must not be NULL");
     CHECK_ERR(cohort_context_set_bool(ctx, NULL, 1), BAD_ARGUMENT, "cohort_context_set_bool: name must not be NULL");
     CHECK_ERR(cohort_context_set_text(ctx, "kind", NULL), BAD_ARGUMENT, "text must not be NULL");
     CHECK_ERR(cohort_context_clear(NULL), BAD_ARGUMENT, "cohort_context_clear: context must not be NULL");
     CHECK_ERR(cohort_context_set_int_at(NULL, 0, 1), BAD_ARGUMENT, "context must not be NULL");
-    CHECK_ERR(cohort_context_get(ctx, "hot", NULL, NULL), BAD_ARGUMENT, "type must not be NULL");
+    CHECK_ERR(cohort_context_get(ctx, "hot", NULL, NULL, NULL), BAD_ARGUMENT, "type must not be NULL");
 
     cohort_context_destroy(ctx);
     cohort_expr_destroy(e);

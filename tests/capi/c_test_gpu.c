@@ -403,7 +403,7 @@ static void test_monitor_rules(void) {
     cohort_expr* expr = NULL;
     cohort_context* context = NULL;
     CHECK_OK(cohort_expr_compile(kCondition, strlen(kCondition), NULL, &expr));
-    CHECK_OK(cohort_expr_context_create(expr, &context));
+    CHECK_OK(cohort_context_from_expr(expr, &context));
     int32_t truth = -1;
     CHECK_OK(cohort_expr_test(expr, context, &truth));
     CHECK(truth == COHORT_TRUTH_UNKNOWN);
@@ -412,7 +412,7 @@ static void test_monitor_rules(void) {
     CHECK(truth == COHORT_TRUTH_YES);
     int32_t type = -1;
     char* text = NULL;
-    CHECK_OK(cohort_context_get(context, "gpu_memory", &type, &text));
+    CHECK_OK(cohort_context_get(context, "gpu_memory", &type, &text, NULL));
     CHECK(type == COHORT_TYPE_NUMBER && text != NULL && strcmp(text, "90") == 0);
     cohort_free(text);
     CHECK_ERR(cohort_gpu_monitor_publish(monitor, NULL), BAD_ARGUMENT,

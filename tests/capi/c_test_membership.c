@@ -59,11 +59,11 @@ static void sleep_ms(long ms) {
 }
 
 /* Polls the job's state until it contains `needle` (5 s at most). */
-static int job_state_has(cohort_coord_client* client, const char* job, const char* needle) {
+static int job_state_has(cohort_coordinator_client* client, const char* job, const char* needle) {
     for (int i = 0; i < 250; ++i) {
         char* text = NULL;
         int found = 0;
-        if (cohort_coord_client_job_state(client, job, &text, NULL) == COHORT_OK) {
+        if (cohort_coordinator_client_job_state(client, job, &text, NULL) == COHORT_OK) {
             found = strstr(text, needle) != NULL;
             cohort_free(text);
         }
@@ -75,7 +75,7 @@ static int job_state_has(cohort_coord_client* client, const char* job, const cha
 
 static void test_membership(void) {
     cohort_coordinator* server = NULL;
-    cohort_coord_client* admin = NULL;
+    cohort_coordinator_client* admin = NULL;
     cohort_membership* m = NULL;
     cohort_membership* never = NULL;
     cohort_comm* comm = NULL;
@@ -90,10 +90,10 @@ static void test_membership(void) {
 
     CHECK_OK(cohort_coordinator_create(NULL, 0, "", NULL, &server));
     CHECK_OK(cohort_coordinator_url(server, &url));
-    CHECK_OK(cohort_coord_client_create(url, "", 5000, 2000, &admin));
+    CHECK_OK(cohort_coordinator_client_create(url, "", 5.0, 2.0, &admin));
     /* Grows from one node to two: a node that joins the running world of one
      * opens a round, which waits last_call for the member to join it too. */
-    CHECK_OK(cohort_coord_client_create_job(
+    CHECK_OK(cohort_coordinator_client_ensure_job(
         admin, "mjob",
         "{\"min_nodes\": 1, \"max_nodes\": 2, \"last_call\": 1, \"heartbeat_interval\": 0.05, "
         "\"failure_timeout\": 2}"));
@@ -111,13 +111,13 @@ static void test_membership(void) {
     CHECK_HAS(text_in, "m-a");
     CHECK_OK(cohort_membership_job(m, &text_in));
     CHECK_HAS(text_in, "mjob");
-    CHECK_ERR(cohort_membership_communicator(m, &comm), COHORT_ERR_INVALID_ARGUMENT, "next_world");
+    CHECK_ERR(cohort_comm_from_membership(m, &comm), COHORT_ERR_INVALID_ARGUMENT, "next_world");
     CHECK(comm == NULL);
-    CHECK_ERR(cohort_membership_next_world(m, -1, &text, &length), COHORT_ERR_INVALID_ARGUMENT, "timeout_ms");
-    CHECK_ERR(cohort_membership_next_world(m, 1000, NULL, &length), COHORT_ERR_INVALID_ARGUMENT, "world_json");
+    CHECK_ERR(cohort_membership_next_world(m, -1, &text, &length), COHORT_ERR_INVALID_ARGUMENT, "timeout_seconds");
+    CHECK_ERR(cohort_membership_next_world(m, 1.0, NULL, &length), COHORT_ERR_INVALID_ARGUMENT, "world_json");
 
     /* A world of one, and its communicator. */
-    CHECK_OK(cohort_membership_next_world(m, 5000, &text, &length));
+    CHECK_OK(cohort_membership_next_world(m, 5.0, &text, &length));
     CHECK_HAS(text, "\"state\":\"active\"");
     CHECK_HAS(text, "\"rank\":0");
     CHECK_HAS(text, "\"world_size\":1");
@@ -126,7 +126,7 @@ static void test_membership(void) {
     text = NULL;
     CHECK_OK(cohort_membership_round_pending(m, &pending));
     CHECK(pending == 0);
-    CHECK_OK(cohort_membership_communicator(m, &comm));
+    CHECK_OK(cohort_comm_from_membership(m, &comm));
     {
         float values[2] = {1.5f, -2.0f};
         int32_t size = 0;
@@ -149,7 +149,7 @@ static void test_membership(void) {
     CHECK(job_state_has(admin, "mjob", "\"memory_used\":42"));
 
     /* Shards leased to the member. */
-    CHECK_OK(cohort_coord_client_register_dataset(admin, "mjob", "{\"shards\": [{\"id\": \"only\"}]}"));
+    CHECK_OK(cohort_coordinator_client_register_dataset(admin, "mjob", "{\"shards\": [{\"id\": \"only\"}]}"));
     CHECK_OK(cohort_membership_next_shard(m, &text, &length));
     CHECK_HAS(text, "\"granted\":true");
     CHECK_HAS(text, "\"shard_id\":\"only\"");
@@ -158,28 +158,26 @@ static void test_membership(void) {
         const uint64_t lease = at != NULL ? strtoull(at + 8, NULL, 10) : 0;
         cohort_free(text);
         text = NULL;
-        CHECK_OK(cohort_membership_shard_done(m, lease, &text, &length));
-        CHECK_HAS(text, "\"outcome\":\"counted\"");
-        CHECK_HAS(text, "\"counted\":true");
-        cohort_free(text);
-        text = NULL;
+        int32_t outcome = -1;
+        CHECK_OK(cohort_membership_shard_done(m, lease, &outcome));
+        CHECK(outcome == COHORT_SHARD_COUNTED);
     }
 
     /* A second node opens a round; the member hears of it and joins the world of two. */
-    CHECK_OK(cohort_coord_client_join(admin, "mjob", "m-b", NULL, NULL, &generation, &active, &rank));
+    CHECK_OK(cohort_coordinator_client_join(admin, "mjob", "m-b", NULL, NULL, &generation, &active, &rank));
     CHECK(active == 0);
     for (int i = 0; i < 250 && pending == 0; ++i) {
         sleep_ms(20);
         CHECK_OK(cohort_membership_round_pending(m, &pending));
     }
     CHECK(pending == 1);
-    CHECK_OK(cohort_membership_next_world(m, 5000, &text, &length));
+    CHECK_OK(cohort_membership_next_world(m, 5.0, &text, &length));
     CHECK_HAS(text, "\"world_size\":2");
     cohort_free(text);
     text = NULL;
     CHECK_OK(cohort_membership_round_pending(m, &pending));
     CHECK(pending == 0);
-    CHECK_OK(cohort_coord_client_world(admin, "mjob", "m-b", &text, &length));
+    CHECK_OK(cohort_coordinator_client_world(admin, "mjob", "m-b", &text, &length));
     CHECK_HAS(text, "\"state\":\"active\"");
     cohort_free(text);
     text = NULL;
@@ -192,11 +190,11 @@ static void test_membership(void) {
 
     /* An unknown job. */
     CHECK_OK(cohort_membership_create(url, "no-such-job", NULL, NULL, &never));
-    CHECK_ERR(cohort_membership_next_world(never, 1000, &text, &length), COHORT_ERR_NOT_FOUND, "no-such-job");
+    CHECK_ERR(cohort_membership_next_world(never, 1.0, &text, &length), COHORT_ERR_NOT_FOUND, "no-such-job");
     CHECK(text == NULL);
     cohort_membership_destroy(never);
 
-    cohort_coord_client_destroy(admin);
+    cohort_coordinator_client_destroy(admin);
     cohort_coordinator_destroy(server);
 }
 

@@ -106,8 +106,8 @@ static void test_engine(const char* scratch) {
     cohort_free(json);
 
     /* Action types need handlers. */
-    CHECK_ERR(cohort_rules_load_string(r, kRules, strlen(kRules), COHORT_FORMAT_YAML, "inline.yaml"), COHORT_ERR_PARSE,
-              "rule 'reduce_prefetch' uses action type 'reduce_prefetch', which has no handler");
+    CHECK_ERR(cohort_rules_reload_string(r, kRules, strlen(kRules), COHORT_FORMAT_YAML, "inline.yaml"),
+              COHORT_ERR_PARSE, "rule 'reduce_prefetch' uses action type 'reduce_prefetch', which has no handler");
     CHECK_HAS(cohort_last_error(), "inline.yaml:");
     action_log prefetch = {0}, delay = {0};
     delay.status = 7;
@@ -123,14 +123,14 @@ static void test_engine(const char* scratch) {
     if (f == NULL) return;
     fputs(kRules, f);
     fclose(f);
-    CHECK_OK(cohort_rules_load_file(r, path));
+    CHECK_OK(cohort_rules_reload_file(r, path));
     CHECK_OK(cohort_rules_count(r, &count));
     CHECK(count == 3);
     CHECK_OK(cohort_rules_rule_id(r, 1, &id));
     CHECK_STR(id, "hot_gpu");
 
     cohort_context* ctx = NULL;
-    CHECK_OK(cohort_rules_context_create(r, &ctx));
+    CHECK_OK(cohort_context_from_rules(r, &ctx));
     CHECK_OK(cohort_context_set_number(ctx, "gpu_memory", 91.5));
     CHECK_OK(cohort_context_set_number(ctx, "gpu_temperature", 90));
     CHECK_OK(cohort_context_set_string(ctx, "file_type", "model", 5));
@@ -196,26 +196,26 @@ static void test_engine(const char* scratch) {
     cohort_rules* other = NULL;
     cohort_context* other_ctx = NULL;
     CHECK_OK(cohort_rules_create(COHORT_RULES_ALLOW_UNHANDLED, &other));
-    CHECK_OK(cohort_rules_context_create(other, &other_ctx));
+    CHECK_OK(cohort_context_from_rules(other, &other_ctx));
     CHECK_ERR(cohort_rules_evaluate(r, other_ctx, 40.0, NULL, NULL), BAD_ARGUMENT,
               "cohort_rules_evaluate: the context belongs to another symbol table (create it with "
-              "cohort_rules_context_create)");
+              "cohort_context_from_rules)");
     CHECK_ERR(cohort_rules_explain(r, "hot_gpu", other_ctx, &json, NULL), BAD_ARGUMENT, "another symbol table");
 
     /* Hot reload: a bad set keeps the good one running, states and all. */
     static const char kBroken[] =
         "version: 1\nrules:\n  - id: x\n    condition: gpu_memory >\n"
         "    actions: [{type: reduce_prefetch}]\n";
-    CHECK_ERR(cohort_rules_load_string(r, kBroken, strlen(kBroken), COHORT_FORMAT_AUTO, "broken.yaml"),
+    CHECK_ERR(cohort_rules_reload_string(r, kBroken, strlen(kBroken), COHORT_FORMAT_AUTO, "broken.yaml"),
               COHORT_ERR_PARSE, "broken.yaml:4:16: rules[0].condition:");
     CHECK_OK(cohort_rules_count(r, &count));
     CHECK(count == 3);
     CHECK(state_of(r, "hot_gpu") == COHORT_RULE_FIRING);
-    CHECK_OK(cohort_rules_load_string(r, kRules, strlen(kRules), COHORT_FORMAT_YAML, NULL));
+    CHECK_OK(cohort_rules_reload_string(r, kRules, strlen(kRules), COHORT_FORMAT_YAML, NULL));
     CHECK(state_of(r, "hot_gpu") == COHORT_RULE_FIRING); /* same id and condition */
-    CHECK_ERR(cohort_rules_load_string(r, kRules, strlen(kRules), COHORT_FORMAT_LISTING, NULL), BAD_ARGUMENT,
-              "cohort_rules_load_string: format 3 is not COHORT_FORMAT_AUTO, _YAML or _JSON");
-    CHECK_ERR(cohort_rules_load_file(r, "/nonexistent/rules.yaml"), COHORT_ERR_IO, "/nonexistent/rules.yaml");
+    CHECK_ERR(cohort_rules_reload_string(r, kRules, strlen(kRules), COHORT_FORMAT_LISTING, NULL), BAD_ARGUMENT,
+              "cohort_rules_reload_string: format 3 is not COHORT_FORMAT_AUTO, _YAML or _JSON");
+    CHECK_ERR(cohort_rules_reload_file(r, "/nonexistent/rules.yaml"), COHORT_ERR_IO, "/nonexistent/rules.yaml");
 
     CHECK_OK(cohort_rules_describe(r, &json, NULL));
     CHECK_HAS(json,
@@ -226,19 +226,19 @@ static void test_engine(const char* scratch) {
     cohort_free(json);
 
     /* An engine that allows unhandled actions loads without handlers. */
-    CHECK_OK(cohort_rules_load_file(other, path));
+    CHECK_OK(cohort_rules_reload_file(other, path));
     CHECK_OK(cohort_context_set_number(other_ctx, "gpu_memory", 99));
     CHECK_OK(cohort_rules_evaluate(other, other_ctx, 0, &json, NULL));
     CHECK_HAS(json, "\"fired\":[{\"rule\":\"reduce_prefetch\"");
     cohort_free(json);
 
     CHECK_ERR(cohort_rules_evaluate(NULL, ctx, 0, NULL, NULL), BAD_ARGUMENT, "rules must not be NULL");
-    CHECK_ERR(cohort_rules_context_create(NULL, &ctx), BAD_ARGUMENT, "rules must not be NULL");
+    CHECK_ERR(cohort_context_from_rules(NULL, &ctx), BAD_ARGUMENT, "rules must not be NULL");
     CHECK_ERR(cohort_rules_describe(r, NULL, NULL), BAD_ARGUMENT, "json must not be NULL");
     CHECK_ERR(cohort_rules_state(r, NULL, &state), BAD_ARGUMENT, "rule must not be NULL");
     CHECK_ERR(cohort_rules_count(NULL, &count), BAD_ARGUMENT, "cohort_rules_count: rules must not be NULL");
     CHECK_ERR(cohort_rules_rule_id(r, 0, NULL), BAD_ARGUMENT, "id must not be NULL");
-    CHECK_ERR(cohort_rules_load_file(r, NULL), BAD_ARGUMENT, "path must not be NULL");
+    CHECK_ERR(cohort_rules_reload_file(r, NULL), BAD_ARGUMENT, "path must not be NULL");
     cohort_context_destroy(other_ctx);
     cohort_rules_destroy(other);
     cohort_context_destroy(ctx);

@@ -156,6 +156,26 @@ class Names(unittest.TestCase):
         self.assertEqual(lib.cohort_reduce_op_name(4), b"avg")
         self.assertEqual(lib.cohort_algorithm_name(3), b"doubling")
 
+    def test_tables_come_from_the_library(self):
+        # The binding hard-codes no dtype name or size: both come from the C ABI.
+        lib = cohort._lib.load()
+        self.assertEqual(cohort.comm._table("sizes"),
+                         tuple(lib.cohort_dtype_size(i) for i in range(len(DTYPES))))
+        self.assertEqual(cohort.comm._table("sizes"), (4, 8, 2, 2, 4, 8, 1))
+
+    def test_a_dropped_communicator_and_work_are_destroyed(self):
+        # Communicator and Work are handles of the shared class, released by
+        # weakref.finalize when collected without close().
+        comm = cohort.Communicator(0, 1)
+        work = comm.barrier_async()
+        work.wait()
+        comm_finalizer, work_finalizer = comm._finalizer, work._finalizer
+        self.assertTrue(comm_finalizer.alive and work_finalizer.alive)
+        del comm, work
+        gc.collect()
+        self.assertFalse(comm_finalizer.alive)
+        self.assertFalse(work_finalizer.alive)
+
     def test_errors_are_exported(self):
         for name, code in (("PeerFailed", 13), ("Mismatch", 14), ("Closed", 15),
                            ("PermissionDenied", 16)):

@@ -83,7 +83,7 @@ void c_abi() {
     expect(cohort_topology_add_node(topology, "c", "h1", nullptr, COHORT_ROLE_WORKER) == COHORT_OK, "add c");
     cohort_rank_order* order = nullptr;
     expect(cohort_rank_order_create(topology, 0, &order) == COHORT_OK, "rank_order_create");
-    uint32_t world = 0, rank = 99;
+    int32_t world = 0, rank = 99;
     expect(cohort_rank_order_size(order, &world) == COHORT_OK && world == 3, "world size 3");
     expect(cohort_rank_order_rank_of(order, "c", &rank) == COHORT_OK && rank == 1, "c is rank 1");
     uint32_t index = 0;

@@ -42,7 +42,7 @@ int main(void) {
            "set_strategy");
     expect(cohort_shard_plan_create(shards, topology, options, &plan) == COHORT_OK, "plan_create");
     uint64_t load = 0;
-    expect(cohort_shard_plan_load(plan, 1, &load) == COHORT_OK && load == 2, "2 shards each");
+    expect(cohort_shard_plan_member_load(plan, 1, &load) == COHORT_OK && load == 2, "2 shards each");
     char* json = NULL;
     size_t length = 0;
     expect(cohort_shard_plan_to_json(plan, &json, &length) == COHORT_OK && json != NULL &&
