@@ -4,6 +4,7 @@
 #include "coordinator/protocol/job_settings.hpp"
 #include "coordinator/protocol/metrics.hpp"
 #include "coordinator/protocol/replies.hpp"
+#include "coordinator/protocol/requests.hpp"
 
 #include <boost/json/object.hpp>
 #include <boost/json/parse.hpp>
@@ -251,27 +252,19 @@ JoinReply CoordinatorClient::join(std::string_view job, const MemberDescriptor& 
 
 HeartbeatReply CoordinatorClient::heartbeat(std::string_view job, std::string_view member, uint64_t generation,
                                             const std::optional<HeartbeatMetrics>& metrics) {
-    json::object body;
-    body["member"] = member;
-    body["generation"] = generation;
-    if (metrics) body["metrics"] = coord::protocol::to_json(*metrics);
-    const json::value b = body;
+    const json::value b =
+        coord::protocol::to_json(coord::protocol::HeartbeatRequest{std::string(member), generation, metrics});
     return coord::protocol::heartbeat_reply_from_json(impl_->call_json("POST", job_path(job) + "/heartbeat", &b),
                                                       "coordinator reply to heartbeat", coord::protocol::kReply);
 }
 
 void CoordinatorClient::leave(std::string_view job, std::string_view member, std::string_view failure) {
-    json::object body;
-    body["member"] = member;
-    if (!failure.empty()) body["failed"] = failure;
-    const json::value b = body;
+    const json::value b = coord::protocol::to_json(coord::protocol::LeaveRequest{std::string(member), std::string(failure)});
     impl_->call_json("POST", job_path(job) + "/leave", &b);
 }
 
 RoundReply CoordinatorClient::request_round(std::string_view job, std::string_view member) {
-    json::object body;
-    body["member"] = member;
-    const json::value b = body;
+    const json::value b = coord::protocol::to_json(coord::protocol::MemberRequest{std::string(member)});
     return coord::protocol::round_reply_from_json(impl_->call_json("POST", job_path(job) + "/round", &b),
                                                   "coordinator reply to round", coord::protocol::kReply);
 }

@@ -4,6 +4,7 @@
 #include "coordinator/client/client_call.hpp"
 #include "coordinator/client/coordinator_store.hpp"
 #include "coordinator/protocol/replies.hpp"
+#include "coordinator/protocol/requests.hpp"
 #include "coordinator/protocol/store.hpp"
 
 #include <boost/json/array.hpp>
@@ -122,18 +123,13 @@ std::string CoordinatorClient::register_dataset(std::string_view job, std::strin
 }
 
 ShardLease CoordinatorClient::next_shard(std::string_view job, std::string_view member) {
-    json::object body;
-    body["member"] = member;
-    const json::value b = body;
+    const json::value b = coord::protocol::to_json(coord::protocol::MemberRequest{std::string(member)});
     return coord::protocol::lease_from_json(impl_->call_json("POST", job_path(job) + "/shards/next", &b),
                                             "coordinator reply to shards/next", coord::protocol::kReply);
 }
 
 ShardDone CoordinatorClient::shard_done(std::string_view job, std::string_view member, uint64_t lease) {
-    json::object body;
-    body["member"] = member;
-    body["lease"] = lease;
-    const json::value b = body;
+    const json::value b = coord::protocol::to_json(coord::protocol::DoneRequest{std::string(member), lease});
     return coord::protocol::done_from_json(impl_->call_json("POST", job_path(job) + "/shards/done", &b),
                                            "coordinator reply to shards/done", coord::protocol::kReply);
 }

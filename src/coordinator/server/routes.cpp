@@ -1,8 +1,8 @@
 // What each request does: authorisation, routing, and the job, rendezvous
 // and shard routes. The store's routes are in store_routes.cpp.
 #include "coordinator/protocol/descriptor.hpp"
-#include "coordinator/protocol/metrics.hpp"
 #include "coordinator/protocol/replies.hpp"
+#include "coordinator/protocol/requests.hpp"
 #include "coordinator/server/request_body.hpp"
 #include "coordinator/server/session.hpp"
 #include "coordinator/state/dataset_plan.hpp"
@@ -48,11 +48,6 @@ Response no_route(const Request& request) {
                                       std::string(request.method_string()), std::string(request.target())));
 }
 
-std::string member_field(const json::value& body, std::string_view where) {
-    detail::FieldReader reader(body, std::string(where), Errc::invalid_argument);
-    reader.allow({"member"});
-    return reader.string("member");
-}
 
 }  // namespace
 
@@ -152,15 +147,14 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
         if (!post) return method_not_allowed(request, "POST");
         const std::string where = fmt::format("shards/{} of job '{}'", p[4], job);
         const json::value body = body_json(request, where);
-        detail::FieldReader reader(body, where, Errc::invalid_argument);
         if (p[4] == "next") {
-            reader.allow({"member"});
-            const auto next = state.next_shard(job, reader.string("member"), now());
+            const auto sent = coord::protocol::member_request_from_json(body, where, coord::protocol::kRequest);
+            const auto next = state.next_shard(job, sent.member, now());
             changed(job);
             return json_response(coord::protocol::to_json(next));
         }
-        reader.allow({"member", "lease"});
-        const auto outcome = state.shard_done(job, reader.string("member"), reader.uint("lease"), now());
+        const auto sent = coord::protocol::done_request_from_json(body, where, coord::protocol::kRequest);
+        const auto outcome = state.shard_done(job, sent.member, sent.lease, now());
         changed(job);
         return json_response(coord::protocol::to_json(outcome));
     }
@@ -222,34 +216,28 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
         return json_response(coord::protocol::to_json(reply));
     }
     if (action == "heartbeat") {
-        detail::FieldReader reader(body, where, Errc::invalid_argument);
-        reader.allow({"member", "generation", "metrics"});
-        std::optional<HeartbeatMetrics> metrics;
-        if (const json::value* m = reader.find("metrics")) {
-            // Parsed here, once: the event carries the typed metrics to the
-            // journal and the health windows.
-            metrics = coord::protocol::metrics_from_json(*m, where + ": metrics", coord::protocol::kRequest);
-        }
+        // Parsed here, once: the event carries the typed metrics to the
+        // journal and the health windows.
+        auto sent = coord::protocol::heartbeat_request_from_json(body, where, coord::protocol::kRequest);
         const HeartbeatReply reply =
-            state.heartbeat(job, reader.string("member"), reader.uint("generation"), std::move(metrics), now());
+            state.heartbeat(job, sent.member, sent.generation, std::move(sent.metrics), now());
         changed(job);
         Response r = json_response(coord::protocol::to_json(reply));
         heartbeat_latency.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         return r;
     }
     if (action == "leave") {
-        detail::FieldReader reader(body, where, Errc::invalid_argument);
-        reader.allow({"member", "failed"});
-        const std::string member = reader.string("member");
-        const std::string failure = reader.string_or("failed", "");
-        state.leave(job, member, now(), failure);
+        const auto sent = coord::protocol::leave_request_from_json(body, where, coord::protocol::kRequest);
+        const std::string& member = sent.member;
+        state.leave(job, member, now(), sent.failed);
         changed(job);
         json::object o;
         o["left"] = member;
         return json_response(o);
     }
     if (action == "round") {
-        state.request_round(job, coord::server::member_field(body, where), now());
+        state.request_round(job, coord::protocol::member_request_from_json(body, where, coord::protocol::kRequest).member,
+                            now());
         changed(job);
         return json_response(
             coord::protocol::to_json(RoundReply{state.job(job).round_open(), state.job(job).generation()}));

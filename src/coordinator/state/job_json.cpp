@@ -1,6 +1,7 @@
 // A job as JSON: the exact snapshot, and the view GET /v1/jobs/{id} serves.
 #include "coordinator/state/job.hpp"
 
+#include "coordinator/protocol/fields.hpp"
 #include "coordinator/protocol/metrics.hpp"
 #include "core/json_fields.hpp"
 
@@ -17,15 +18,10 @@ namespace json = boost::json;
 
 namespace {
 
-json::object record_to_json(const RoundRecord& r) {
-    json::object o;
-    o["generation"] = r.generation;
-    o["opened_at"] = r.opened_at;
-    o["closed_at"] = r.closed_at;
-    o["world_size"] = r.world_size;
-    o["reason"] = r.reason;
-    return o;
-}
+constexpr auto kRoundRecord = std::tuple{
+    protocol::field("generation", &RoundRecord::generation), protocol::field("opened_at", &RoundRecord::opened_at),
+    protocol::field("closed_at", &RoundRecord::closed_at), protocol::field("world_size", &RoundRecord::world_size),
+    protocol::field("reason", &RoundRecord::reason, protocol::Presence::defaulted)};
 
 }  // namespace
 
@@ -36,7 +32,7 @@ json::object Job::snapshot() const {
     round["opened_at"] = round_opened_at_;
     round["last_arrival"] = last_arrival_;
     json::array rounds;
-    for (const RoundRecord& r : rounds_) rounds.push_back(record_to_json(r));
+    for (const RoundRecord& r : rounds_) rounds.push_back(protocol::write_message(r, kRoundRecord));
     json::array members;
     for (const auto& [id, m] : members_) members.push_back(to_json(m));
 
@@ -70,12 +66,8 @@ Job Job::from_snapshot(const json::value& value, std::string_view where) {
 
     const json::array& rounds = reader.array("rounds");
     for (std::size_t i = 0; i < rounds.size(); ++i) {
-        detail::FieldReader r(rounds[i], fmt::format("{}: rounds[{}]", at, i), code);
-        r.allow({"generation", "opened_at", "closed_at", "world_size", "reason"});
-        const uint64_t size = r.uint("world_size");
-        if (size > UINT32_MAX) r.fail("world_size", "is out of range");
-        job.rounds_.push_back(RoundRecord{r.uint("generation"), r.number("opened_at"), r.number("closed_at"),
-                                          static_cast<uint32_t>(size), r.string_or("reason", "")});
+        job.rounds_.push_back(protocol::read_message<RoundRecord>(rounds[i], fmt::format("{}: rounds[{}]", at, i),
+                                                                  protocol::ReadAs{code, true}, kRoundRecord));
     }
 
     const json::array& members = reader.array("members");
@@ -162,7 +154,7 @@ json::object Job::view(double now) const {
         if (const auto at = closes_at()) round["closes_at"] = *at;
     }
     json::array rounds;
-    for (const RoundRecord& r : rounds_) rounds.push_back(record_to_json(r));
+    for (const RoundRecord& r : rounds_) rounds.push_back(protocol::write_message(r, kRoundRecord));
 
     json::object states;
     for (int s = 0; s < kMemberStateCount; ++s)

@@ -2,6 +2,8 @@
 // ('t' todo, 'l' leased, 'd' done), so a snapshot stays one byte per shard;
 // complete epochs keep nothing but the fact.
 #include "coordinator/state/shard_queue.hpp"
+
+#include "coordinator/protocol/fields.hpp"
 #include "core/json_fields.hpp"
 
 #include <fmt/format.h>
@@ -13,32 +15,25 @@ namespace json = boost::json;
 
 namespace {
 
+constexpr auto kLease =
+    std::tuple{protocol::field("id", &Lease::id),       protocol::field("member", &Lease::member),
+               protocol::field("epoch", &Lease::epoch), protocol::field("shard", &Lease::shard),
+               protocol::field("granted_at", &Lease::granted_at), protocol::field("expiry", &Lease::expiry)};
+
 json::object lease_to_json(const Lease& lease) {
-    json::object o;
-    o["id"] = lease.id;
-    o["member"] = lease.member;
-    o["epoch"] = lease.epoch;
-    o["shard"] = lease.shard;
-    o["granted_at"] = lease.granted_at;
-    o["expiry"] = lease.expiry;
-    return o;
+    return protocol::write_message(lease, kLease);
 }
 
 Lease lease_from_json(const json::value& value, const std::string& where, Errc code, const DatasetPlan& plan) {
-    detail::FieldReader reader(value, where, code);
-    reader.allow({"id", "member", "epoch", "shard", "granted_at", "expiry"});
+    const auto reader = protocol::reader_for(value, where, protocol::ReadAs{code, true}, kLease);
     Lease lease;
-    lease.id = reader.uint("id");
-    lease.member = reader.string("member");
-    const uint64_t epoch = reader.uint("epoch");
-    if (epoch >= plan.epochs) reader.fail("epoch", fmt::format("{} is past the plan's {} epochs", epoch, plan.epochs));
-    lease.epoch = static_cast<uint32_t>(epoch);
-    lease.shard = reader.uint("shard");
+    protocol::read_fields(reader, lease, kLease);
+    if (lease.epoch >= plan.epochs) {
+        reader.fail("epoch", fmt::format("{} is past the plan's {} epochs", lease.epoch, plan.epochs));
+    }
     if (lease.shard >= plan.shards.size()) {
         reader.fail("shard", fmt::format("{} is past the plan's {} shards", lease.shard, plan.shards.size()));
     }
-    lease.granted_at = reader.number("granted_at");
-    lease.expiry = reader.number("expiry");
     return lease;
 }
 

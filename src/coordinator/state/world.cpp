@@ -1,6 +1,7 @@
 // Worlds: the stable rank order and local ranks, and their JSON.
 #include "coordinator/state/world.hpp"
 
+#include "coordinator/protocol/fields.hpp"
 #include "core/json_fields.hpp"
 
 #include <cohort/rank_order.hpp>
@@ -90,18 +91,19 @@ std::vector<WorldPeer> World::peers() const {
     return out;
 }
 
+namespace {
+
+constexpr auto kSlot = std::tuple{protocol::field("id", &WorldSlot::id), protocol::field("host", &WorldSlot::host),
+                                  protocol::field("address", &WorldSlot::address, protocol::Presence::defaulted),
+                                  protocol::field("local_rank", &WorldSlot::local_rank),
+                                  protocol::field("local_world_size", &WorldSlot::local_world_size),
+                                  protocol::field("node_rank", &WorldSlot::node_rank)};
+
+}  // namespace
+
 json::object to_json(const World& world) {
     json::array slots;
-    for (const WorldSlot& slot : world.slots) {
-        json::object o;
-        o["id"] = slot.id;
-        o["host"] = slot.host;
-        o["address"] = slot.address;
-        o["local_rank"] = slot.local_rank;
-        o["local_world_size"] = slot.local_world_size;
-        o["node_rank"] = slot.node_rank;
-        slots.push_back(std::move(o));
-    }
+    for (const WorldSlot& slot : world.slots) slots.push_back(protocol::write_message(slot, kSlot));
     json::object out;
     out["generation"] = world.generation;
     out["formed_at"] = world.formed_at;
@@ -117,15 +119,8 @@ World world_from_json(const json::value& value, std::string_view where, Errc cod
     world.formed_at = reader.number("formed_at");
     const json::array& ranks = reader.array("ranks");
     for (std::size_t r = 0; r < ranks.size(); ++r) {
-        detail::FieldReader slot(ranks[r], fmt::format("{}: ranks[{}]", where, r), code);
-        slot.allow({"id", "host", "address", "local_rank", "local_world_size", "node_rank"});
-        const auto small = [&](std::string_view key) {
-            const uint64_t v = slot.uint(key);
-            if (v > UINT32_MAX) slot.fail(key, "is out of range");
-            return static_cast<uint32_t>(v);
-        };
-        world.slots.push_back(WorldSlot{slot.string("id"), slot.string("host"), slot.string_or("address", ""),
-                                        small("local_rank"), small("local_world_size"), small("node_rank")});
+        world.slots.push_back(protocol::read_message<WorldSlot>(ranks[r], fmt::format("{}: ranks[{}]", where, r),
+                                                                protocol::ReadAs{code, true}, kSlot));
     }
     return world;
 }
