@@ -137,21 +137,21 @@ TEST(CoordinatorSettings, DatasetPlans) {
 }
 
 TEST(CoordinatorSettings, HeartbeatMetrics) {
-    const HeartbeatMetrics m = protocol::metrics_from_json(
+    const HeartbeatMetrics m = protocol::read<HeartbeatMetrics>(
         parse_json(R"({"step": 3, "step_time": 0.2, "gpu": [{"util": 90}]})"), "heartbeat", protocol::kRequest);
     EXPECT_EQ(m.step, 3u);
     EXPECT_FALSE(m.samples_per_sec);
     EXPECT_EQ(m.gpu_json, R"([{"util":90}])");
-    EXPECT_EQ(protocol::metrics_from_json(protocol::to_json(m), "x", protocol::kJournal), m);
+    EXPECT_EQ(protocol::read<HeartbeatMetrics>(protocol::write(m), "x", protocol::kJournal), m);
     expect_error(
         [] {
-            protocol::metrics_from_json(parse_json(R"({"step_time": -1})"), "heartbeat from 'a'", protocol::kRequest);
+            protocol::read<HeartbeatMetrics>(parse_json(R"({"step_time": -1})"), "heartbeat from 'a'", protocol::kRequest);
         },
         Errc::invalid_argument, "heartbeat from 'a': step_time: must not be negative, not -1");
-    expect_error([] { protocol::metrics_from_json(parse_json(R"({"step": -1})"), "heartbeat", protocol::kRequest); },
+    expect_error([] { protocol::read<HeartbeatMetrics>(parse_json(R"({"step": -1})"), "heartbeat", protocol::kRequest); },
                  Errc::invalid_argument, "heartbeat: step: must not be negative, not -1");
     // A journal is read strictly too, with parse errors.
-    expect_error([] { protocol::metrics_from_json(parse_json(R"({"stpe": 1})"), "event 3", protocol::kJournal); },
+    expect_error([] { protocol::read<HeartbeatMetrics>(parse_json(R"({"stpe": 1})"), "event 3", protocol::kJournal); },
                  Errc::parse, "stpe");
 }
 

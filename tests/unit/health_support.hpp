@@ -23,7 +23,7 @@ namespace cohort::health::testing {
 
 // A heartbeat's metrics as the coordinator's route reads them.
 inline HeartbeatMetrics report(std::string_view text) {
-    return coord::protocol::metrics_from_json(coord::parse_json(text), "metrics", coord::protocol::kRequest);
+    return coord::protocol::read<HeartbeatMetrics>(coord::parse_json(text), "metrics", coord::protocol::kRequest);
 }
 
 struct Member {

@@ -33,7 +33,7 @@ TEST(HealthReport, ParsesEveryFieldAndPrintsItBack) {
     EXPECT_FALSE(r.samples[0].data_wait);
     EXPECT_EQ(r.samples[1].age, 0);
     EXPECT_EQ(r.gpu_json, R"({"gpus":[]})");
-    EXPECT_EQ(coord::protocol::metrics_from_json(coord::protocol::to_json(r), "again", coord::protocol::kJournal), r);
+    EXPECT_EQ(coord::protocol::read<HeartbeatMetrics>(coord::protocol::write(r), "again", coord::protocol::kJournal), r);
     EXPECT_EQ(report("{}"), HeartbeatMetrics{});
 }
 
@@ -51,7 +51,7 @@ TEST(HealthReport, BadMetricsNameTheField) {
         "metrics: samples[1]: age: must not be negative, not -2");
     bad(R"({"samples": [{"age": 1}]})", "metrics: samples[0]: missing field 'step'");
     bad(R"({"samples": [{"step": 1, "gpu": 1}]})", "metrics: samples[0]: unknown field 'gpu'");
-    expect_error([] { coord::protocol::metrics_from_json(parse_json("[]"), "hb", coord::protocol::kJournal); },
+    expect_error([] { coord::protocol::read<HeartbeatMetrics>(parse_json("[]"), "hb", coord::protocol::kJournal); },
                  Errc::parse, "hb: expected an object, not a list");
 }
 

@@ -218,7 +218,7 @@ json::value parse_argument(std::string_view text, std::string_view what) {
 std::string CoordinatorClient::create_job(std::string_view name, const JobSettings& settings) {
     json::object body;
     body["name"] = name;
-    body["settings"] = coord::protocol::to_json(settings);
+    body["settings"] = coord::protocol::write(settings);
     const json::value b = body;
     return json::serialize(impl_->call_json("POST", "/v1/jobs", &b));
 }
@@ -236,7 +236,7 @@ std::string CoordinatorClient::job_state(std::string_view name) {
 }
 
 JobSettings CoordinatorClient::job_settings(std::string_view name) {
-    return coord::protocol::job_settings_from_json(impl_->call_json("GET", job_path(name) + "/settings"),
+    return coord::protocol::read<JobSettings>(impl_->call_json("GET", job_path(name) + "/settings"),
                                                    "coordinator reply to settings", coord::protocol::kReply);
 }
 
@@ -246,33 +246,35 @@ void CoordinatorClient::delete_job(std::string_view name) {
 
 JoinReply CoordinatorClient::join(std::string_view job, const MemberDescriptor& node) {
     const json::value b = coord::descriptor_to_json(node_of(node));
-    return coord::protocol::join_reply_from_json(impl_->call_json("POST", job_path(job) + "/join", &b),
+    return coord::protocol::read<JoinReply>(impl_->call_json("POST", job_path(job) + "/join", &b),
                                                  "coordinator reply to join", coord::protocol::kReply);
 }
 
 HeartbeatReply CoordinatorClient::heartbeat(std::string_view job, std::string_view member, uint64_t generation,
                                             const std::optional<HeartbeatMetrics>& metrics) {
     const json::value b =
-        coord::protocol::to_json(coord::protocol::HeartbeatRequest{std::string(member), generation, metrics});
-    return coord::protocol::heartbeat_reply_from_json(impl_->call_json("POST", job_path(job) + "/heartbeat", &b),
+        coord::protocol::write(coord::protocol::HeartbeatRequest{std::string(member), generation, metrics});
+    return coord::protocol::read<HeartbeatReply>(impl_->call_json("POST", job_path(job) + "/heartbeat", &b),
                                                       "coordinator reply to heartbeat", coord::protocol::kReply);
 }
 
 void CoordinatorClient::leave(std::string_view job, std::string_view member, std::string_view failure) {
-    const json::value b = coord::protocol::to_json(coord::protocol::LeaveRequest{std::string(member), std::string(failure)});
+    coord::protocol::LeaveRequest request{std::string(member), std::nullopt};
+    if (!failure.empty()) request.failed = std::string(failure);
+    const json::value b = coord::protocol::write(request);
     impl_->call_json("POST", job_path(job) + "/leave", &b);
 }
 
 RoundReply CoordinatorClient::request_round(std::string_view job, std::string_view member) {
-    const json::value b = coord::protocol::to_json(coord::protocol::MemberRequest{std::string(member)});
-    return coord::protocol::round_reply_from_json(impl_->call_json("POST", job_path(job) + "/round", &b),
+    const json::value b = coord::protocol::write(coord::protocol::MemberRequest{std::string(member)});
+    return coord::protocol::read<RoundReply>(impl_->call_json("POST", job_path(job) + "/round", &b),
                                                   "coordinator reply to round", coord::protocol::kReply);
 }
 
 MemberWorld CoordinatorClient::world(std::string_view job, std::string_view member, bool with_peers) {
     const json::value r = impl_->call_json(
         "GET", job_path(job) + "/world?member=" + percent_encode(member) + (with_peers ? "" : "&peers=false"));
-    return coord::protocol::world_from_json(r, "coordinator reply to world", coord::protocol::kReply);
+    return coord::protocol::read<MemberWorld>(r, "coordinator reply to world", coord::protocol::kReply);
 }
 
 MemberWorld CoordinatorClient::wait_for_world(std::string_view job, std::string_view member,

@@ -85,8 +85,8 @@ int64_t CoordinatorClient::store_add(std::string_view job, uint64_t generation, 
 StoreCasResult CoordinatorClient::store_compare_and_set(std::string_view job, uint64_t generation, std::string_view key,
                                                         const std::optional<std::string>& expected,
                                                         std::string_view desired) {
-    const json::value b = coord::protocol::to_json(coord::protocol::StoreCasRequest{expected, std::string(desired)});
-    return coord::protocol::cas_result_from_json(impl_->call_json("POST", key_path(job, generation, key) + "/cas", &b),
+    const json::value b = coord::protocol::write(coord::protocol::StoreCasRequest{expected, std::string(desired)});
+    return coord::protocol::read<StoreCasResult>(impl_->call_json("POST", key_path(job, generation, key) + "/cas", &b),
                                                  "coordinator reply to store cas", coord::protocol::kReply);
 }
 
@@ -98,7 +98,7 @@ void CoordinatorClient::store_wait(std::string_view job, uint64_t generation, st
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         const auto wait = std::clamp(left, std::chrono::milliseconds(timeout.count() > 0 ? 1 : 0), kMaxParked);
-        const std::string text = json::serialize(coord::protocol::to_json(coord::protocol::StoreWaitRequest{
+        const std::string text = json::serialize(coord::protocol::write(coord::protocol::StoreWaitRequest{
             std::vector<std::string>(keys.begin(), keys.end()), static_cast<uint64_t>(wait.count())}));
         try {
             impl_->call("POST", store_path(job, generation) + "/wait", text, "application/json", wait);
@@ -123,14 +123,14 @@ std::string CoordinatorClient::register_dataset(std::string_view job, std::strin
 }
 
 ShardLease CoordinatorClient::next_shard(std::string_view job, std::string_view member) {
-    const json::value b = coord::protocol::to_json(coord::protocol::MemberRequest{std::string(member)});
-    return coord::protocol::lease_from_json(impl_->call_json("POST", job_path(job) + "/shards/next", &b),
+    const json::value b = coord::protocol::write(coord::protocol::MemberRequest{std::string(member)});
+    return coord::protocol::read<ShardLease>(impl_->call_json("POST", job_path(job) + "/shards/next", &b),
                                             "coordinator reply to shards/next", coord::protocol::kReply);
 }
 
 ShardDone CoordinatorClient::shard_done(std::string_view job, std::string_view member, uint64_t lease) {
-    const json::value b = coord::protocol::to_json(coord::protocol::DoneRequest{std::string(member), lease});
-    return coord::protocol::done_from_json(impl_->call_json("POST", job_path(job) + "/shards/done", &b),
+    const json::value b = coord::protocol::write(coord::protocol::DoneRequest{std::string(member), lease});
+    return coord::protocol::read<ShardDone>(impl_->call_json("POST", job_path(job) + "/shards/done", &b),
                                            "coordinator reply to shards/done", coord::protocol::kReply);
 }
 

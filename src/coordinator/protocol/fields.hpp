@@ -111,6 +111,21 @@ detail::FieldReader reader_for(const boost::json::value& value, std::string_view
     return reader;
 }
 
+// A message of one field: {"delta": 5}, {"removed": true}.
+template <class V>
+boost::json::object single(std::string_view name, const V& value) {
+    boost::json::object o;
+    write_value(o, name, value);
+    return o;
+}
+
+template <class V>
+V read_single(const boost::json::value& value, std::string_view where, ReadAs as, std::string_view name) {
+    V v{};
+    read_value(reader_for(value, where, as, {name}), name, false, v);
+    return v;
+}
+
 // The whole message: every field of the table, nothing else.
 template <class T, class... F>
 T read_message(const boost::json::value& value, std::string_view where, ReadAs as, const std::tuple<F...>& fields) {
@@ -124,6 +139,26 @@ boost::json::object write_message(const T& message, const std::tuple<F...>& fiel
     boost::json::object o;
     write_fields(o, message, fields);
     return o;
+}
+
+// ---- the protocol's entry points
+// A message that is all fields gives its table as Schema<T>::fields (in the
+// header that declares it); write(m) and read<T>(...) then need nothing
+// more. A message with more to it (a nested list, a field that depends on
+// another) overloads write and specialises read in its own header.
+template <class T>
+struct Schema;
+
+template <class T>
+boost::json::object write(const T& message) {
+    return write_message(message, Schema<T>::fields);
+}
+
+// Error(as.code) "<where>: <field>: ..." for a missing field, a wrong type
+// and, when as.strict, an unknown field.
+template <class T>
+T read(const boost::json::value& value, std::string_view where, ReadAs as) {
+    return read_message<T>(value, where, as, Schema<T>::fields);
 }
 
 }  // namespace cohort::coord::protocol

@@ -2,7 +2,6 @@
 // below; every one may be absent (the coordinator's default).
 #include "coordinator/protocol/job_settings.hpp"
 
-#include "coordinator/protocol/fields.hpp"
 
 #include <fmt/format.h>
 
@@ -34,14 +33,15 @@ constexpr auto kJob = std::tuple{field("min_nodes", &cohort::JobSettings::min_no
 
 }  // namespace
 
-json::object to_json(const cohort::JobSettings& s) {
+json::object write(const cohort::JobSettings& s) {
     json::object o = write_message(s, kJob);
     json::object health = write_message(s.health, kHealth);
     if (!health.empty()) o["health"] = std::move(health);
     return o;
 }
 
-cohort::JobSettings job_settings_from_json(const json::value& value, std::string_view where, ReadAs as) {
+template <>
+cohort::JobSettings read<cohort::JobSettings>(const json::value& value, std::string_view where, ReadAs as) {
     const auto reader = reader_for(value, where, as, kJob, {"health"});
     cohort::JobSettings s;
     read_fields(reader, s, kJob);

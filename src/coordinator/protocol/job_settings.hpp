@@ -5,7 +5,7 @@
 // defaults (coord::resolve) and writes every field back.
 #pragma once
 
-#include "coordinator/protocol/read_as.hpp"
+#include "coordinator/protocol/fields.hpp"
 
 #include <cohort/coordinator_protocol.hpp>
 
@@ -16,9 +16,10 @@
 
 namespace cohort::coord::protocol {
 
-boost::json::object to_json(const cohort::JobSettings& settings);
+boost::json::object write(const cohort::JobSettings& settings);
 // Types only: Error(as.code) "<where>: <field>: ..." for unknown fields and
 // wrong types; ranges are the coordinator's to check.
-cohort::JobSettings job_settings_from_json(const boost::json::value& value, std::string_view where, ReadAs as);
+template <>
+cohort::JobSettings read<cohort::JobSettings>(const boost::json::value& value, std::string_view where, ReadAs as);
 
 }  // namespace cohort::coord::protocol

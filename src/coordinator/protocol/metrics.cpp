@@ -2,7 +2,6 @@
 // are named once, in the tables below.
 #include "coordinator/protocol/metrics.hpp"
 
-#include "coordinator/protocol/fields.hpp"
 
 #include <string>
 
@@ -38,7 +37,8 @@ constexpr auto kLatest = std::tuple_cat(std::tuple{field("step", &HeartbeatMetri
 
 }  // namespace
 
-HeartbeatMetrics metrics_from_json(const json::value& value, std::string_view where, ReadAs as) {
+template <>
+HeartbeatMetrics read<HeartbeatMetrics>(const json::value& value, std::string_view where, ReadAs as) {
     const auto reader = reader_for(value, where, as, kLatest, {"gpu", "samples"});
     HeartbeatMetrics m;
     read_fields(reader, m, kLatest);
@@ -55,7 +55,7 @@ HeartbeatMetrics metrics_from_json(const json::value& value, std::string_view wh
     return m;
 }
 
-json::object to_json(const HeartbeatMetrics& m) {
+json::object write(const HeartbeatMetrics& m) {
     json::object o = write_message(m, kLatest);
     if (!m.gpu_json.empty()) o["gpu"] = gpu_value(m);
     if (!m.samples.empty()) {

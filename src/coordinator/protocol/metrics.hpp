@@ -4,7 +4,7 @@
 // C layer that takes it as text.
 #pragma once
 
-#include "coordinator/protocol/read_as.hpp"
+#include "coordinator/protocol/fields.hpp"
 
 #include <cohort/coordinator_client.hpp>
 
@@ -19,9 +19,10 @@ namespace cohort::coord::protocol {
 // negative numbers; "<where>: samples[2]: ..." inside the batch, where each
 // sample needs a `step` and its `age` defaults to 0. `gpu` may be any JSON
 // value; it is kept as compact text.
-HeartbeatMetrics metrics_from_json(const boost::json::value& value, std::string_view where, ReadAs as);
-// The wire form: metrics_from_json(to_json(m)) == m.
-boost::json::object to_json(const HeartbeatMetrics& metrics);
+template <>
+HeartbeatMetrics read<HeartbeatMetrics>(const boost::json::value& value, std::string_view where, ReadAs as);
+// The wire form: read<HeartbeatMetrics>(write(m)) == m.
+boost::json::object write(const HeartbeatMetrics& metrics);
 // The `gpu` value as JSON (null when none, or when the text is not JSON).
 boost::json::value gpu_value(const HeartbeatMetrics& metrics);
 

@@ -1,9 +1,10 @@
 // The bodies a member sends besides its descriptor (descriptor.hpp) and the
-// store's (store.hpp): the one reader and writer of each, for the client
-// that sends it and the route that reads it.
+// store's (store.hpp): each one's reader and writer (protocol::write,
+// protocol::read<T>), for the client that sends it and the route that
+// reads it.
 #pragma once
 
-#include "coordinator/protocol/read_as.hpp"
+#include "coordinator/protocol/fields.hpp"
 
 #include <cohort/coordinator_protocol.hpp>
 
@@ -22,11 +23,22 @@ struct MemberRequest {
     std::string member;
 };
 
-// POST .../leave: {"member", "failed"?: why}; failed: the member failed
-// (its launcher saw its process die), not a goodbye.
+template <>
+struct Schema<MemberRequest> {
+    static constexpr auto fields = std::tuple{field("member", &MemberRequest::member)};
+};
+
+// POST .../leave: {"member", "failed"?: why}. With "failed" the member
+// failed (its launcher saw its process die); without, it said goodbye.
 struct LeaveRequest {
     std::string member;
-    std::string failed;
+    std::optional<std::string> failed;
+};
+
+template <>
+struct Schema<LeaveRequest> {
+    static constexpr auto fields =
+        std::tuple{field("member", &LeaveRequest::member), field("failed", &LeaveRequest::failed)};
 };
 
 // POST .../shards/done: {"member", "lease"}.
@@ -35,21 +47,21 @@ struct DoneRequest {
     uint64_t lease = 0;
 };
 
-// POST .../heartbeat: {"member", "generation", "metrics"?}.
+template <>
+struct Schema<DoneRequest> {
+    static constexpr auto fields = std::tuple{field("member", &DoneRequest::member), field("lease", &DoneRequest::lease)};
+};
+
+// POST .../heartbeat: {"member", "generation", "metrics"?}; the metrics are
+// read here, once (metrics.hpp).
 struct HeartbeatRequest {
     std::string member;
     uint64_t generation = 0;
     std::optional<HeartbeatMetrics> metrics;
 };
 
-boost::json::object to_json(const MemberRequest& request);
-MemberRequest member_request_from_json(const boost::json::value& value, std::string_view where, ReadAs as);
-boost::json::object to_json(const LeaveRequest& request);
-LeaveRequest leave_request_from_json(const boost::json::value& value, std::string_view where, ReadAs as);
-boost::json::object to_json(const DoneRequest& request);
-DoneRequest done_request_from_json(const boost::json::value& value, std::string_view where, ReadAs as);
-boost::json::object to_json(const HeartbeatRequest& request);
-// The metrics are parsed here, once (metrics.hpp).
-HeartbeatRequest heartbeat_request_from_json(const boost::json::value& value, std::string_view where, ReadAs as);
+boost::json::object write(const HeartbeatRequest& request);
+template <>
+HeartbeatRequest read<HeartbeatRequest>(const boost::json::value& value, std::string_view where, ReadAs as);
 
 }  // namespace cohort::coord::protocol

@@ -13,33 +13,30 @@ namespace cohort::coord::protocol {
 namespace json = boost::json;
 
 json::object add_request(int64_t delta) {
-    json::object o;
-    o["delta"] = delta;
-    return o;
+    return single("delta", delta);
 }
 
 int64_t add_request_from_json(const json::value& value, std::string_view where, ReadAs as) {
-    return reader_for(value, where, as, {"delta"}).int64("delta");
+    return read_single<int64_t>(value, where, as, "delta");
 }
 
 json::object add_reply(int64_t sum) {
-    json::object o;
-    o["value"] = sum;
-    return o;
+    return single("value", sum);
 }
 
 int64_t add_reply_from_json(const json::value& value, std::string_view where, ReadAs as) {
-    return reader_for(value, where, as, {"value"}).int64("value");
+    return read_single<int64_t>(value, where, as, "value");
 }
 
-json::object to_json(const StoreCasRequest& r) {
+json::object write(const StoreCasRequest& r) {
     json::object o;
     o["expected"] = r.expected ? bytes_to_json(*r.expected) : json::value(nullptr);
     o["desired"] = bytes_to_json(r.desired);
     return o;
 }
 
-StoreCasRequest cas_request_from_json(const json::value& value, std::string_view where, ReadAs as) {
+template <>
+StoreCasRequest read<StoreCasRequest>(const json::value& value, std::string_view where, ReadAs as) {
     const auto reader = reader_for(value, where, as, {"expected", "desired"});
     StoreCasRequest r;
     if (const json::value* e = reader.find("expected"); e != nullptr && !e->is_null()) {
@@ -49,14 +46,15 @@ StoreCasRequest cas_request_from_json(const json::value& value, std::string_view
     return r;
 }
 
-json::object to_json(const StoreCasResult& r) {
+json::object write(const StoreCasResult& r) {
     json::object o;
     o["value"] = r.value ? bytes_to_json(*r.value) : json::value(nullptr);
     o["stored"] = r.stored;
     return o;
 }
 
-StoreCasResult cas_result_from_json(const json::value& value, std::string_view where, ReadAs as) {
+template <>
+StoreCasResult read<StoreCasResult>(const json::value& value, std::string_view where, ReadAs as) {
     const auto reader = reader_for(value, where, as, {"value", "stored"});
     StoreCasResult r;
     r.stored = reader.boolean("stored");
@@ -66,7 +64,7 @@ StoreCasResult cas_result_from_json(const json::value& value, std::string_view w
     return r;
 }
 
-json::object to_json(const StoreWaitRequest& r) {
+json::object write(const StoreWaitRequest& r) {
     json::object o;
     json::array keys;
     keys.reserve(r.keys.size());
@@ -76,7 +74,8 @@ json::object to_json(const StoreWaitRequest& r) {
     return o;
 }
 
-StoreWaitRequest wait_request_from_json(const json::value& value, std::string_view where, ReadAs as) {
+template <>
+StoreWaitRequest read<StoreWaitRequest>(const json::value& value, std::string_view where, ReadAs as) {
     const auto reader = reader_for(value, where, as, {"keys", "timeout_ms"});
     StoreWaitRequest r;
     const std::string keys_where = fmt::format("{}: keys", where);
@@ -87,25 +86,19 @@ StoreWaitRequest wait_request_from_json(const json::value& value, std::string_vi
 }
 
 json::object ready_reply() {
-    json::object o;
-    o["ready"] = true;
-    return o;
+    return single("ready", true);
 }
 
 json::object set_reply(uint64_t version) {
-    json::object o;
-    o["version"] = version;
-    return o;
+    return single("version", version);
 }
 
 json::object remove_reply(bool removed) {
-    json::object o;
-    o["removed"] = removed;
-    return o;
+    return single("removed", removed);
 }
 
 bool remove_reply_from_json(const json::value& value, std::string_view where, ReadAs as) {
-    return reader_for(value, where, as, {"removed"}).boolean("removed");
+    return read_single<bool>(value, where, as, "removed");
 }
 
 }  // namespace cohort::coord::protocol

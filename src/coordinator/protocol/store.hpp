@@ -4,7 +4,7 @@
 // carry raw bytes and have no JSON body.
 #pragma once
 
-#include "coordinator/protocol/read_as.hpp"
+#include "coordinator/protocol/fields.hpp"
 
 #include <cohort/coordinator_protocol.hpp>
 
@@ -31,10 +31,12 @@ struct StoreCasRequest {
     std::optional<std::string> expected;
     std::string desired;
 };
-boost::json::object to_json(const StoreCasRequest& request);
-StoreCasRequest cas_request_from_json(const boost::json::value& value, std::string_view where, ReadAs as);
-boost::json::object to_json(const StoreCasResult& result);
-StoreCasResult cas_result_from_json(const boost::json::value& value, std::string_view where, ReadAs as);
+boost::json::object write(const StoreCasRequest& request);
+template <>
+StoreCasRequest read<StoreCasRequest>(const boost::json::value& value, std::string_view where, ReadAs as);
+boost::json::object write(const StoreCasResult& result);
+template <>
+StoreCasResult read<StoreCasResult>(const boost::json::value& value, std::string_view where, ReadAs as);
 
 // POST .../store/GEN/wait: {"keys": [at least one], "timeout_ms"?} ->
 // {"ready": true}, or 408 naming the keys still missing.
@@ -42,8 +44,9 @@ struct StoreWaitRequest {
     std::vector<std::string> keys;
     uint64_t timeout_ms = 0;
 };
-boost::json::object to_json(const StoreWaitRequest& request);
-StoreWaitRequest wait_request_from_json(const boost::json::value& value, std::string_view where, ReadAs as);
+boost::json::object write(const StoreWaitRequest& request);
+template <>
+StoreWaitRequest read<StoreWaitRequest>(const boost::json::value& value, std::string_view where, ReadAs as);
 boost::json::object ready_reply();
 
 // PUT .../KEY -> {"version"}: the generation's store version after the set.

@@ -16,30 +16,30 @@ namespace cohort {
 namespace json = boost::json;
 
 std::string to_json_text(const MemberWorld& world, bool with_peers) {
-    return json::serialize(coord::protocol::to_json(world, with_peers));
+    return json::serialize(coord::protocol::write(world, with_peers));
 }
 
 std::string to_json_text(const HeartbeatReply& reply) {
-    return json::serialize(coord::protocol::to_json(reply));
+    return json::serialize(coord::protocol::write(reply));
 }
 
 std::string to_json_text(const ShardLease& lease) {
-    return json::serialize(coord::protocol::to_json(lease));
+    return json::serialize(coord::protocol::write(lease));
 }
 
 std::string to_json_text(const ShardDone& done) {
-    return json::serialize(coord::protocol::to_json(done));
+    return json::serialize(coord::protocol::write(done));
 }
 
 std::string to_json_text(const HeartbeatMetrics& metrics) {
-    return json::serialize(coord::protocol::to_json(metrics));
+    return json::serialize(coord::protocol::write(metrics));
 }
 
 HeartbeatMetrics heartbeat_metrics_from_json_text(std::string_view text, std::string_view where) {
     boost::system::error_code ec;
     const json::value value = json::parse(text, ec);
     if (ec) throw Error(Errc::invalid_argument, fmt::format("{}: not JSON ({})", where, ec.message()));
-    return coord::protocol::metrics_from_json(value, where, coord::protocol::kArgument);
+    return coord::protocol::read<HeartbeatMetrics>(value, where, coord::protocol::kArgument);
 }
 
 }  // namespace cohort

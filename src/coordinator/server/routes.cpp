@@ -148,15 +148,15 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
         const std::string where = fmt::format("shards/{} of job '{}'", p[4], job);
         const json::value body = body_json(request, where);
         if (p[4] == "next") {
-            const auto sent = coord::protocol::member_request_from_json(body, where, coord::protocol::kRequest);
+            const auto sent = coord::protocol::read<coord::protocol::MemberRequest>(body, where, coord::protocol::kRequest);
             const auto next = state.next_shard(job, sent.member, now());
             changed(job);
-            return json_response(coord::protocol::to_json(next));
+            return json_response(coord::protocol::write(next));
         }
-        const auto sent = coord::protocol::done_request_from_json(body, where, coord::protocol::kRequest);
+        const auto sent = coord::protocol::read<coord::protocol::DoneRequest>(body, where, coord::protocol::kRequest);
         const auto outcome = state.shard_done(job, sent.member, sent.lease, now());
         changed(job);
-        return json_response(coord::protocol::to_json(outcome));
+        return json_response(coord::protocol::write(outcome));
     }
     if (p.size() != 4) return no_route(request);
 
@@ -190,7 +190,7 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
             mine.emplace();
             mine->generation = state.job(job).generation();
         }
-        if (!mine->active || !with_peers) return json_response(coord::protocol::to_json(*mine, false));
+        if (!mine->active || !with_peers) return json_response(coord::protocol::write(*mine, false));
         // Every member of a generation shares the peers array; only its own
         // place differs.
         const coord::World& w = state.job(job).world();
@@ -213,34 +213,34 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
     if (action == "join") {
         const JoinReply reply = state.join(job, coord::descriptor_from_json(body, where), now());
         changed(job);
-        return json_response(coord::protocol::to_json(reply));
+        return json_response(coord::protocol::write(reply));
     }
     if (action == "heartbeat") {
         // Parsed here, once: the event carries the typed metrics to the
         // journal and the health windows.
-        auto sent = coord::protocol::heartbeat_request_from_json(body, where, coord::protocol::kRequest);
+        auto sent = coord::protocol::read<coord::protocol::HeartbeatRequest>(body, where, coord::protocol::kRequest);
         const HeartbeatReply reply =
             state.heartbeat(job, sent.member, sent.generation, std::move(sent.metrics), now());
         changed(job);
-        Response r = json_response(coord::protocol::to_json(reply));
+        Response r = json_response(coord::protocol::write(reply));
         heartbeat_latency.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         return r;
     }
     if (action == "leave") {
-        const auto sent = coord::protocol::leave_request_from_json(body, where, coord::protocol::kRequest);
+        const auto sent = coord::protocol::read<coord::protocol::LeaveRequest>(body, where, coord::protocol::kRequest);
         const std::string& member = sent.member;
-        state.leave(job, member, now(), sent.failed);
+        state.leave(job, member, now(), sent.failed.value_or(""));
         changed(job);
         json::object o;
         o["left"] = member;
         return json_response(o);
     }
     if (action == "round") {
-        state.request_round(job, coord::protocol::member_request_from_json(body, where, coord::protocol::kRequest).member,
+        state.request_round(job, coord::protocol::read<coord::protocol::MemberRequest>(body, where, coord::protocol::kRequest).member,
                             now());
         changed(job);
         return json_response(
-            coord::protocol::to_json(RoundReply{state.job(job).round_open(), state.job(job).generation()}));
+            coord::protocol::write(RoundReply{state.job(job).round_open(), state.job(job).generation()}));
     }
     // dataset
     const bool had = state.job(job).shards() != nullptr;

@@ -89,17 +89,17 @@ std::optional<coord::server::Response> Coordinator::Impl::store_route(const std:
             changed(job);
             return json_response(coord::protocol::add_reply(sum));
         }
-        const auto cas = coord::protocol::cas_request_from_json(body, what, coord::protocol::kRequest);
+        const auto cas = coord::protocol::read<coord::protocol::StoreCasRequest>(body, what, coord::protocol::kRequest);
         const uint64_t before = state.store_version(job, generation);
         const auto after = state.store_compare_and_set(job, generation, key, cas.expected, cas.desired, now());
         const bool stored = state.store_version(job, generation) != before;
         if (stored) changed(job);
-        return json_response(coord::protocol::to_json(StoreCasResult{after, stored}));
+        return json_response(coord::protocol::write(StoreCasResult{after, stored}));
     }
 
     if (key == "wait" && method == http::verb::post) {
         const json::value body = body_json(request, where + ": wait");
-        auto wait = coord::protocol::wait_request_from_json(body, where + ": wait", coord::protocol::kRequest);
+        auto wait = coord::protocol::read<coord::protocol::StoreWaitRequest>(body, where + ": wait", coord::protocol::kRequest);
         std::vector<std::string> keys = std::move(wait.keys);
         const auto timeout = wait_limit(wait.timeout_ms, where + ": wait");
         auto missing = state.store_missing(job, generation, keys);

@@ -92,7 +92,7 @@ void write(json::object& o, const RoundClosed& e) {
 }
 void write(json::object& o, const Heartbeat& e) {
     o["member"] = e.member;
-    if (e.metrics) o["metrics"] = protocol::to_json(*e.metrics);
+    if (e.metrics) o["metrics"] = protocol::write(*e.metrics);
 }
 void write(json::object& o, const StoreSet& e) {
     o["generation"] = e.generation;
@@ -146,7 +146,7 @@ Event read(std::string_view type, const detail::FieldReader& r, const std::strin
     if (type == "heartbeat") {
         Heartbeat e{job, time, r.string("member"), std::nullopt};
         if (r.has("metrics")) {
-            e.metrics = protocol::metrics_from_json(r.value("metrics"), where + ": metrics", protocol::kJournal);
+            e.metrics = protocol::read<HeartbeatMetrics>(r.value("metrics"), where + ": metrics", protocol::kJournal);
         }
         return e;
     }

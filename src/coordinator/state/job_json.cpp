@@ -133,7 +133,7 @@ json::object Job::view(double now) const {
         if (m.metrics) {
             // The latest heartbeat's metrics, as sent, beside the member's
             // own fields (the batch is in the health window, not here).
-            for (auto& [key, value] : protocol::to_json(*m.metrics)) o[key] = std::move(value);
+            for (auto& [key, value] : protocol::write(*m.metrics)) o[key] = std::move(value);
             o["metrics_age"] = now - m.metrics_at;
         }
         if (!m.reason.empty()) o["reason"] = m.reason;

@@ -43,7 +43,7 @@ json::object to_json(const Member& m) {
     o["rank"] = m.rank;
     o["heartbeats"] = m.heartbeats;
     if (m.metrics) {
-        o["metrics"] = protocol::to_json(*m.metrics);
+        o["metrics"] = protocol::write(*m.metrics);
         o["metrics_at"] = m.metrics_at;
     }
     return o;
@@ -69,7 +69,7 @@ Member member_from_json(const json::value& value, std::string_view where, Errc c
     m.rank = static_cast<uint32_t>(rank);
     m.heartbeats = reader.uint("heartbeats");
     if (reader.has("metrics")) {
-        m.metrics = protocol::metrics_from_json(reader.value("metrics"), fmt::format("{}: metrics", where),
+        m.metrics = protocol::read<HeartbeatMetrics>(reader.value("metrics"), fmt::format("{}: metrics", where),
                                                 protocol::ReadAs{code, true});
         m.metrics_at = reader.number("metrics_at");
     }

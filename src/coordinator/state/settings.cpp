@@ -124,11 +124,11 @@ JobSettings resolve(const cohort::JobSettings& wire, Errc code) {
 }
 
 json::object to_json(const JobSettings& s) {
-    return protocol::to_json(published(s));
+    return protocol::write(published(s));
 }
 
 JobSettings settings_from_json(const json::value& value, Errc code) {
-    return resolve(protocol::job_settings_from_json(value, "job settings", protocol::ReadAs{code, true}), code);
+    return resolve(protocol::read<cohort::JobSettings>(value, "job settings", protocol::ReadAs{code, true}), code);
 }
 
 }  // namespace cohort::coord
