@@ -19,14 +19,8 @@
 
 using cohort::Errc;
 using cohort::Error;
-using cohort::capi::copy_out;
-using cohort::capi::give_text;
-using cohort::capi::guard;
-using cohort::capi::lease_json;
-using cohort::capi::metrics_from_text;
-using cohort::capi::milliseconds_arg;
-using cohort::capi::require;
-using cohort::capi::world_json;
+// The C layer's own helpers (handles.hpp, coordinator_json.hpp).
+using namespace cohort::capi;
 
 namespace {
 

@@ -15,12 +15,8 @@ struct cohort_membership {
 
 using cohort::Errc;
 using cohort::Error;
-using cohort::capi::copy_out;
-using cohort::capi::give_text;
-using cohort::capi::lease_json;
-using cohort::capi::world_json;
-using cohort::capi::guard;
-using cohort::capi::require;
+// The C layer's own helpers (handles.hpp, coordinator_json.hpp).
+using namespace cohort::capi;
 
 namespace {
 

@@ -26,78 +26,37 @@ class Error(Exception):
             self.code = code
 
 
-class InvalidArgument(Error, ValueError):
-    code = 1
+# One class per COHORT_ERR_* code: (name, code, the built-in exception a
+# Python user would also catch it as). cohort.h's numbering is the contract.
+_CODES = (
+    ("InvalidArgument", 1, ValueError),
+    ("ParseError", 2, ValueError),
+    ("FileError", 3, OSError),
+    ("NotFound", 4, LookupError),
+    ("OutOfRange", 5, IndexError),
+    ("Timeout", 6, TimeoutError),
+    ("Unavailable", 7, ConnectionError),
+    ("NoMemory", 8, MemoryError),
+    ("CallbackError", 9, None),
+    ("InternalError", 10, None),
+    ("BufferTooSmall", 11, None),
+    ("Unsatisfiable", 12, None),
+    ("PeerFailed", 13, ConnectionError),
+    ("Mismatch", 14, ValueError),
+    ("Closed", 15, ConnectionError),
+    ("PermissionDenied", 16, PermissionError),
+)
 
-
-class ParseError(Error, ValueError):
-    code = 2
-
-
-class FileError(Error, OSError):
-    code = 3
-
-
-class NotFound(Error, LookupError):
-    code = 4
-
-
-class OutOfRange(Error, IndexError):
-    code = 5
-
-
-class Timeout(Error, TimeoutError):
-    code = 6
-
-
-class Unavailable(Error, ConnectionError):
-    code = 7
-
-
-class NoMemory(Error, MemoryError):
-    code = 8
-
-
-class CallbackError(Error):
-    code = 9
-
-
-class InternalError(Error):
-    code = 10
-
-
-class BufferTooSmall(Error):
-    code = 11
-
-
-class Unsatisfiable(Error):
-    code = 12
-
-
-class PeerFailed(Error, ConnectionError):
-    code = 13
-
-
-class Mismatch(Error, ValueError):
-    code = 14
-
-
-class Closed(Error, ConnectionError):
-    code = 15
-
-
-class PermissionDenied(Error, PermissionError):
-    code = 16
+_BY_CODE = {}
+for _name, _code, _builtin in _CODES:
+    _BY_CODE[_code] = globals()[_name] = type(
+        _name, (Error,) if _builtin is None else (Error, _builtin),
+        {"code": _code, "__doc__": f"COHORT_ERR status {_code}."})
+del _name, _code, _builtin
 
 
 class LibraryNotFound(Error, ImportError):
     """libcohort could not be found or loaded; the message lists where we looked."""
-
-
-_BY_CODE = {cls.code: cls for cls in (
-    InvalidArgument, ParseError, FileError, NotFound, OutOfRange, Timeout,
-    Unavailable, NoMemory, CallbackError, InternalError, BufferTooSmall,
-    Unsatisfiable, PeerFailed, Mismatch, Closed, PermissionDenied)}
 
 
 def error_for(code, message):

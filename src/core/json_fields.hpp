@@ -29,6 +29,7 @@ public:
     FieldReader(const boost::json::value& value, std::string where, Errc code);
 
     const std::string& where() const { return where_; }
+    Errc code() const { return code_; }
     // Every field the object may have; call once, before reading.
     void allow(std::span<const std::string_view> names);
     void allow(std::initializer_list<std::string_view> names) { allow(std::span(names.begin(), names.size())); }

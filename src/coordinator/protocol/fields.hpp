@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <boost/json/object.hpp>
@@ -25,49 +26,73 @@ enum class Presence {
     defaulted  // absent: the member keeps its default; always written
 };
 
+// How a value is checked and spelt beyond its C++ type.
+enum class Kind {
+    plain,
+    non_negative,  // a number below 0 is an error (seconds, rates)
+    bytes          // a string of bytes as json_bytes.hpp spells it; an empty optional is null
+};
+
 template <class T, class M>
 struct Field {
     std::string_view name;
     M T::*member;
     Presence presence = Presence::required;  // std::optional members are always optional
-    bool non_negative = false;               // numbers below 0 are an error
+    Kind kind = Kind::plain;
 };
 
 template <class T, class M>
 constexpr Field<T, M> field(std::string_view name, M T::*member, Presence presence = Presence::required) {
-    return {name, member, presence, false};
+    return {name, member, presence, Kind::plain};
 }
 
-// A number that must not be negative (seconds, rates).
 template <class T, class M>
 constexpr Field<T, M> non_negative(std::string_view name, M T::*member, Presence presence = Presence::required) {
-    return {name, member, presence, true};
+    return {name, member, presence, Kind::non_negative};
+}
+
+template <class T, class M>
+constexpr Field<T, M> bytes(std::string_view name, M T::*member) {
+    return {name, member, Presence::required, Kind::bytes};
 }
 
 // ---- one value
-void read_value(const detail::FieldReader& reader, std::string_view key, bool non_negative, uint64_t& out);
-void read_value(const detail::FieldReader& reader, std::string_view key, bool non_negative, uint32_t& out);
-void read_value(const detail::FieldReader& reader, std::string_view key, bool non_negative, int64_t& out);
-void read_value(const detail::FieldReader& reader, std::string_view key, bool non_negative, double& out);
-void read_value(const detail::FieldReader& reader, std::string_view key, bool non_negative, bool& out);
-void read_value(const detail::FieldReader& reader, std::string_view key, bool non_negative, std::string& out);
+void read_value(const detail::FieldReader& reader, std::string_view key, Kind kind, uint64_t& out);
+void read_value(const detail::FieldReader& reader, std::string_view key, Kind kind, uint32_t& out);
+void read_value(const detail::FieldReader& reader, std::string_view key, Kind kind, int64_t& out);
+void read_value(const detail::FieldReader& reader, std::string_view key, Kind kind, double& out);
+void read_value(const detail::FieldReader& reader, std::string_view key, Kind kind, bool& out);
+void read_value(const detail::FieldReader& reader, std::string_view key, Kind kind, std::string& out);
 
 template <class V>
-void read_value(const detail::FieldReader& reader, std::string_view key, bool non_negative, std::optional<V>& out) {
-    if (!reader.has(key)) return;
-    V v{};
-    read_value(reader, key, non_negative, v);
-    out = std::move(v);
+void read_value(const detail::FieldReader& reader, std::string_view key, Kind kind, std::optional<V>& out) {
+    const boost::json::value* v = reader.find(key);
+    if (v == nullptr || (kind == Kind::bytes && v->is_null())) return;
+    V value{};
+    read_value(reader, key, kind, value);
+    out = std::move(value);
 }
 
+boost::json::value bytes_value(std::string_view bytes);
+
 template <class V>
-void write_value(boost::json::object& o, std::string_view key, const V& value) {
+void write_value(boost::json::object& o, std::string_view key, Kind kind, const V& value) {
+    if constexpr (std::is_same_v<V, std::string>) {
+        if (kind == Kind::bytes) {
+            o[key] = bytes_value(value);
+            return;
+        }
+    }
     o[key] = value;
 }
 
 template <class V>
-void write_value(boost::json::object& o, std::string_view key, const std::optional<V>& value) {
-    if (value) o[key] = *value;
+void write_value(boost::json::object& o, std::string_view key, Kind kind, const std::optional<V>& value) {
+    if (value) {
+        write_value(o, key, kind, *value);
+    } else if (kind == Kind::bytes) {
+        o[key] = nullptr;
+    }
 }
 
 // ---- a table of fields
@@ -82,7 +107,7 @@ void read_fields(const detail::FieldReader& reader, T& message, const std::tuple
         [&](const auto&... f) {
             ((f.presence == Presence::defaulted && !reader.has(f.name)
                   ? void()
-                  : read_value(reader, f.name, f.non_negative, message.*(f.member))),
+                  : read_value(reader, f.name, f.kind, message.*(f.member))),
              ...);
         },
         fields);
@@ -90,7 +115,7 @@ void read_fields(const detail::FieldReader& reader, T& message, const std::tuple
 
 template <class T, class... F>
 void write_fields(boost::json::object& o, const T& message, const std::tuple<F...>& fields) {
-    std::apply([&](const auto&... f) { (write_value(o, f.name, message.*(f.member)), ...); }, fields);
+    std::apply([&](const auto&... f) { (write_value(o, f.name, f.kind, message.*(f.member)), ...); }, fields);
 }
 
 // A reader for `value` named `where`; strict readers allow `fields` and the
@@ -115,14 +140,14 @@ detail::FieldReader reader_for(const boost::json::value& value, std::string_view
 template <class V>
 boost::json::object single(std::string_view name, const V& value) {
     boost::json::object o;
-    write_value(o, name, value);
+    write_value(o, name, Kind::plain, value);
     return o;
 }
 
 template <class V>
 V read_single(const boost::json::value& value, std::string_view where, ReadAs as, std::string_view name) {
     V v{};
-    read_value(reader_for(value, where, as, {name}), name, false, v);
+    read_value(reader_for(value, where, as, {name}), name, Kind::plain, v);
     return v;
 }
 

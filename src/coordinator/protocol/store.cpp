@@ -1,7 +1,6 @@
 // The store routes' JSON bodies, both ways.
 #include "coordinator/protocol/store.hpp"
 
-#include "coordinator/protocol/json_bytes.hpp"
 #include "coordinator/protocol/fields.hpp"
 
 #include <boost/json/array.hpp>
@@ -26,42 +25,6 @@ json::object add_reply(int64_t sum) {
 
 int64_t add_reply_from_json(const json::value& value, std::string_view where, ReadAs as) {
     return read_single<int64_t>(value, where, as, "value");
-}
-
-json::object write(const StoreCasRequest& r) {
-    json::object o;
-    o["expected"] = r.expected ? bytes_to_json(*r.expected) : json::value(nullptr);
-    o["desired"] = bytes_to_json(r.desired);
-    return o;
-}
-
-template <>
-StoreCasRequest read<StoreCasRequest>(const json::value& value, std::string_view where, ReadAs as) {
-    const auto reader = reader_for(value, where, as, {"expected", "desired"});
-    StoreCasRequest r;
-    if (const json::value* e = reader.find("expected"); e != nullptr && !e->is_null()) {
-        r.expected = bytes_from_json(*e, fmt::format("{}: expected", where), as.code);
-    }
-    r.desired = bytes_from_json(reader.value("desired"), fmt::format("{}: desired", where), as.code);
-    return r;
-}
-
-json::object write(const StoreCasResult& r) {
-    json::object o;
-    o["value"] = r.value ? bytes_to_json(*r.value) : json::value(nullptr);
-    o["stored"] = r.stored;
-    return o;
-}
-
-template <>
-StoreCasResult read<StoreCasResult>(const json::value& value, std::string_view where, ReadAs as) {
-    const auto reader = reader_for(value, where, as, {"value", "stored"});
-    StoreCasResult r;
-    r.stored = reader.boolean("stored");
-    if (const json::value* v = reader.find("value"); v != nullptr && !v->is_null()) {
-        r.value = bytes_from_json(*v, fmt::format("{}: value", where), as.code);
-    }
-    return r;
 }
 
 json::object write(const StoreWaitRequest& r) {

@@ -31,12 +31,16 @@ struct StoreCasRequest {
     std::optional<std::string> expected;
     std::string desired;
 };
-boost::json::object write(const StoreCasRequest& request);
 template <>
-StoreCasRequest read<StoreCasRequest>(const boost::json::value& value, std::string_view where, ReadAs as);
-boost::json::object write(const StoreCasResult& result);
+struct Schema<StoreCasRequest> {
+    static constexpr auto fields =
+        std::tuple{bytes("expected", &StoreCasRequest::expected), bytes("desired", &StoreCasRequest::desired)};
+};
 template <>
-StoreCasResult read<StoreCasResult>(const boost::json::value& value, std::string_view where, ReadAs as);
+struct Schema<StoreCasResult> {
+    static constexpr auto fields =
+        std::tuple{bytes("value", &StoreCasResult::value), field("stored", &StoreCasResult::stored)};
+};
 
 // POST .../store/GEN/wait: {"keys": [at least one], "timeout_ms"?} ->
 // {"ready": true}, or 408 naming the keys still missing.
