@@ -82,27 +82,31 @@ void put_key(std::string& out, bool& first, std::string_view key) {
     out += ':';
 }
 
-template <typename Map, typename Put>
-void put_object(std::string& out, const Map& map, Put put) {
-    out += '{';
-    bool first = true;
-    for (const auto& [key, value] : map) {
-        put_key(out, first, key);
-        put(out, value);
-    }
-    out += '}';
-}
-
+// Items between `open` and `close`, comma-separated, each written by put.
 template <typename Range, typename Put>
-void put_array(std::string& out, const Range& range, Put put) {
-    out += '[';
+void put_list(std::string& out, char open, char close, const Range& range, Put put) {
+    out += open;
     bool first = true;
     for (const auto& item : range) {
         if (!first) out += ',';
         first = false;
         put(out, item);
     }
-    out += ']';
+    out += close;
+}
+
+template <typename Range, typename Put>
+void put_array(std::string& out, const Range& range, Put put) {
+    put_list(out, '[', ']', range, put);
+}
+
+template <typename Map, typename Put>
+void put_object(std::string& out, const Map& map, Put put) {
+    put_list(out, '{', '}', map, [&](std::string& o, const auto& entry) {
+        put_string(o, entry.first);
+        o += ':';
+        put(o, entry.second);
+    });
 }
 
 void put_text(std::string& out, const std::string& text) {

@@ -151,6 +151,10 @@ private:
     void settle(Job& job, double now);
     const Job& store_job(std::string_view name, uint64_t generation) const;
     std::string store_address(const Job& job) const;
+    // store_job, with the key (and the value a write stores) checked, and
+    // the call counted as `op`.
+    const Job& store_call(std::string_view name, uint64_t generation, std::string_view key, StoreOp op,
+                          std::optional<std::string_view> value = std::nullopt) const;
 
     std::map<std::string, Job, std::less<>> jobs_;
     std::vector<Event> pending_;

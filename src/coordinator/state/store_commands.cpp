@@ -39,22 +39,26 @@ const Job& CoordinatorState::store_job(std::string_view name, uint64_t generatio
     return j;
 }
 
+const Job& CoordinatorState::store_call(std::string_view name, uint64_t generation, std::string_view key,
+                                         StoreOp op, std::optional<std::string_view> value) const {
+    const Job& j = store_job(name, generation);
+    const std::string address = store_address(j);
+    detail::check_key(address, key);
+    if (value) detail::check_value(address, key, *value);
+    count(j, op);
+    return j;
+}
+
 void CoordinatorState::store_set(std::string_view job_name, uint64_t generation, std::string_view key,
                                  std::string_view value, double now) {
     const double t = time_of(now);
-    const Job& j = store_job(job_name, generation);
-    const std::string address = store_address(j);
-    detail::check_key(address, key);
-    detail::check_value(address, key, value);
-    count(j, StoreOp::set);
+    const Job& j = store_call(job_name, generation, key, StoreOp::set, value);
     emit(event::StoreSet{j.name(), t, generation, std::string(key), std::string(value)});
 }
 
 std::optional<std::string> CoordinatorState::store_get(std::string_view job_name, uint64_t generation,
                                                        std::string_view key) const {
-    const Job& j = store_job(job_name, generation);
-    detail::check_key(store_address(j), key);
-    count(j, StoreOp::get);
+    const Job& j = store_call(job_name, generation, key, StoreOp::get);
     const KeyValueStore::Entry* entry = j.store().find(key);
     if (entry == nullptr) return std::nullopt;
     return entry->value;
@@ -77,11 +81,7 @@ std::optional<std::string> CoordinatorState::store_compare_and_set(std::string_v
                                                                    const std::optional<std::string>& expected,
                                                                    std::string_view desired, double now) {
     const double t = time_of(now);
-    const Job& j = store_job(job_name, generation);
-    const std::string address = store_address(j);
-    detail::check_key(address, key);
-    detail::check_value(address, key, desired);
-    count(j, StoreOp::compare_and_set);
+    const Job& j = store_call(job_name, generation, key, StoreOp::compare_and_set, desired);
     const KeyValueStore::Entry* entry = j.store().find(key);
     const bool matches = expected ? entry != nullptr && entry->value == *expected : entry == nullptr;
     if (!matches) {
@@ -94,9 +94,7 @@ std::optional<std::string> CoordinatorState::store_compare_and_set(std::string_v
 
 bool CoordinatorState::store_remove(std::string_view job_name, uint64_t generation, std::string_view key, double now) {
     const double t = time_of(now);
-    const Job& j = store_job(job_name, generation);
-    detail::check_key(store_address(j), key);
-    count(j, StoreOp::remove);
+    const Job& j = store_call(job_name, generation, key, StoreOp::remove);
     if (j.store().find(key) == nullptr) return false;
     emit(event::StoreRemoved{j.name(), t, generation, std::string(key)});
     return true;

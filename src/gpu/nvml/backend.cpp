@@ -138,6 +138,16 @@ private:
     const std::vector<XidEvent>& xids_;
 };
 
+// Total, used and (given `free`) free memory of a GPU or a MIG instance.
+void read_memory(const DeviceQuery& q, const nvml::Functions& f, Device device, Reading<uint64_t>& total,
+                 Reading<uint64_t>& used, Reading<uint64_t>* free) {
+    nvml::Memory m{};
+    const FieldState s = q.check(f.memory_info(device, &m), "nvmlDeviceGetMemoryInfo");
+    total = reading<uint64_t>(s, m.total);
+    used = reading<uint64_t>(s, m.used);
+    if (free != nullptr) *free = reading<uint64_t>(s, m.free);
+}
+
 class NvmlBackend final : public GpuBackend {
 public:
     // `lib` has been initialised (nvmlInit succeeded); this backend shuts it down.
@@ -272,11 +282,7 @@ void NvmlBackend::read_device(Device device, GpuReading& g, const std::vector<Xi
     if (f.memory_info == nullptr) {
         g.memory_total_bytes = g.memory_used_bytes = g.memory_free_bytes = Reading<uint64_t>::unsupported();
     } else {
-        nvml::Memory m{};
-        const FieldState s = q.check(f.memory_info(device, &m), "nvmlDeviceGetMemoryInfo");
-        g.memory_total_bytes = reading<uint64_t>(s, m.total);
-        g.memory_used_bytes = reading<uint64_t>(s, m.used);
-        g.memory_free_bytes = reading<uint64_t>(s, m.free);
+        read_memory(q, f, device, g.memory_total_bytes, g.memory_used_bytes, &g.memory_free_bytes);
     }
 
     if (f.utilization == nullptr) {
@@ -412,10 +418,7 @@ void NvmlBackend::read_mig(const DeviceQuery& q, Device device, GpuReading& g) c
         if (f.memory_info == nullptr) {
             m.memory_total_bytes = m.memory_used_bytes = Reading<uint64_t>::unsupported();
         } else {
-            nvml::Memory mem{};
-            const FieldState ms = q.check(f.memory_info(mig, &mem), "nvmlDeviceGetMemoryInfo");
-            m.memory_total_bytes = reading<uint64_t>(ms, mem.total);
-            m.memory_used_bytes = reading<uint64_t>(ms, mem.used);
+            read_memory(q, f, mig, m.memory_total_bytes, m.memory_used_bytes, nullptr);
         }
         g.mig_instances.push_back(std::move(m));
     }
