@@ -125,6 +125,27 @@ TEST_F(CoordinatorClientTest, HealthSettingsAndAFailedLeave) {
     EXPECT_THAT(after, HasSubstr("\"failed\""));
 }
 
+// The settings alone, every field filled in with the server's defaults:
+// what a member that only needs heartbeat_interval reads.
+TEST_F(CoordinatorClientTest, JobSettingsAlone) {
+    cohort::JobSettings settings = closes_at(3);
+    settings.health.hang_timeout = 42;
+    client_.create_job("s", settings);
+    const cohort::JobSettings got = client_.job_settings("s");
+    EXPECT_EQ(got.min_nodes, 3u);
+    EXPECT_EQ(got.max_nodes, 3u);
+    EXPECT_EQ(got.heartbeat_interval, 0.05);
+    EXPECT_EQ(got.join_timeout, 600.0);  // the default, filled in
+    EXPECT_EQ(got.rejoin, "auto");
+    EXPECT_EQ(got.health.hang_timeout, 42.0);
+    EXPECT_EQ(got.health.window, 120u);
+    EXPECT_EQ(got.health.reference, "median");
+    // It does not grow with the members, unlike the job's state.
+    for (int i = 0; i < 3; ++i) client_.join("s", node("m" + std::to_string(i)));
+    EXPECT_EQ(client_.job_settings("s").min_nodes, 3u);
+    EXPECT_THAT(error_message(Errc::not_found, [&] { client_.job_settings("nosuch"); }), HasSubstr("nosuch"));
+}
+
 TEST_F(CoordinatorClientTest, WaitForWorldHeartbeatsUntilTheRoundCloses) {
     client_.create_job("w", closes_at(2));
     client_.join("w", node("a"));

@@ -24,6 +24,7 @@
 namespace cohort::test {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace std::chrono_literals;
@@ -466,6 +467,43 @@ TEST(StoreFile, PercentEncodedUrlAndCreatedFolder) {
     EXPECT_EQ(store->address(), "file://" + folder.string());
     store->set("k", "v");
     EXPECT_EQ(open_store("file://" + folder.string())->get("k", 1s), "v");
+}
+
+// A scheme of the program's own: open_store hands the rest of the URL to its
+// opener. The collectives know only tcp:// and file://; coordinator:// is
+// registered this way too, by the coordinator client.
+TEST(StoreSchemes, ARegisteredSchemeOpensThroughItsOpener) {
+    TempDir dir;
+    std::string seen_url, seen_rest;
+    register_store_scheme("mine+test", [&](std::string_view url, std::string_view rest, const StoreOptions& o) {
+        seen_url = url;
+        seen_rest = rest;
+        return open_store("file://" + dir.path().string() + "/" + std::string(rest), o);
+    });
+    auto store = open_store("mine+test://sub");
+    EXPECT_EQ(seen_url, "mine+test://sub");
+    EXPECT_EQ(seen_rest, "sub");
+    store->set("k", "v");
+    EXPECT_EQ(store->get("k", 1s), "v");
+    // An unknown scheme's error lists what is registered.
+    EXPECT_THAT(error_message(Errc::invalid_argument, [] { open_store("nosuch://x"); }),
+                AllOf(HasSubstr("unknown scheme 'nosuch'"), HasSubstr("mine+test://"), HasSubstr("coordinator://")));
+}
+
+TEST(StoreSchemes, BuiltInSchemesAndBadNamesAreRefused) {
+    const StoreOpener opener = [](std::string_view, std::string_view, const StoreOptions&) -> std::shared_ptr<Store> {
+        return nullptr;
+    };
+    EXPECT_THAT(error_message(Errc::invalid_argument, [&] { register_store_scheme("tcp", opener); }),
+                HasSubstr("tcp:// is built in"));
+    EXPECT_THAT(error_message(Errc::invalid_argument, [&] { register_store_scheme("file", opener); }),
+                HasSubstr("file:// is built in"));
+    EXPECT_THAT(error_message(Errc::invalid_argument, [&] { register_store_scheme("Bad Scheme", opener); }),
+                HasSubstr("'Bad Scheme' is not a scheme"));
+    EXPECT_THAT(error_message(Errc::invalid_argument, [&] { register_store_scheme("", opener); }),
+                HasSubstr("is not a scheme"));
+    EXPECT_THAT(error_message(Errc::invalid_argument, [&] { register_store_scheme("empty", nullptr); }),
+                HasSubstr("empty: no opener"));
 }
 
 }  // namespace

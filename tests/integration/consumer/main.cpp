@@ -5,6 +5,7 @@
 #include <cohort.h>
 #include <cohort/cohort.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -99,12 +100,32 @@ void c_abi() {
     cohort_topology_destroy(topology);
 }
 
+// open_store's coordinator:// scheme registers itself from the coordinator
+// client's object; a static link must still get it (the cohort_static
+// target's --undefined), though this program names nothing of the client.
+void coordinator_store_scheme() {
+    cohort::Coordinator coordinator(cohort::CoordinatorOptions{});
+    cohort::StoreOptions options;
+    options.timeout = std::chrono::seconds(5);
+    try {
+        auto store = cohort::open_store(coordinator.url().replace(0, 7, "coordinator://") + "/nojob/1", options);
+        store->set("k", "v");
+        expect(false, "a store of a job that does not exist throws on use");
+    } catch (const cohort::Error& e) {
+        // Opened through the scheme (it reached the server, which has no such
+        // job), not refused as an unknown scheme.
+        expect(std::string(e.what()).find("unknown scheme") == std::string::npos,
+               "coordinator:// is a known scheme");
+    }
+}
+
 }  // namespace
 
 int main() {
     try {
         cxx_api();
         c_abi();
+        coordinator_store_scheme();
     } catch (const std::exception& e) {
         std::fprintf(stderr, "consumer (%s): unexpected exception: %s\n", CONSUMER_KIND, e.what());
         return 1;
