@@ -3,6 +3,8 @@
 // Communicator checks them again and does the work.
 #include "handles.hpp"
 
+#include "core/deadline.hpp"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -24,9 +26,8 @@ static_assert(COHORT_ALGO_HIERARCHICAL == static_cast<int32_t>(cohort::Algorithm
 
 namespace {
 
-// A deadline is now + timeout on a nanosecond clock; a year keeps that far
-// from overflowing and is longer than anyone means to wait.
-constexpr int64_t kMaxTimeoutMs = int64_t(365) * 24 * 3600 * 1000;
+// The longest timeout the library honours (a year; core/deadline.hpp).
+constexpr int64_t kMaxTimeoutMs = cohort::detail::kLongestTimeout.count();
 
 [[noreturn]] void bad(std::string message) {
     throw Error(Errc::invalid_argument, std::move(message));

@@ -4,6 +4,7 @@
 
 #include "comm/transport/address.hpp"
 #include "comm/transport/mesh.hpp"
+#include "core/deadline.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 
@@ -59,7 +60,7 @@ Communicator::Impl::Impl(const CommOptions& given) : options(given) {
     if (options.secret.empty())
         if (const char* s = std::getenv("COHORT_SECRET")) options.secret = s;
     check(options);
-    const auto deadline = comm::deadline_after(options.connect_timeout);
+    const auto deadline = detail::deadline_after(options.connect_timeout);
     const int rank = options.rank, size = options.size;
     if (options.host_label.empty()) options.host_label = machine_name();
     hosts.assign(size, options.host_label);

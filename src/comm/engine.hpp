@@ -27,13 +27,6 @@ namespace cohort::comm {
 
 using Clock = std::chrono::steady_clock;
 
-// now + timeout, saturated: a timeout of years must not overflow into the past.
-inline Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
-    const auto now = Clock::now();
-    const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now);
-    return timeout >= room ? Clock::time_point::max() : now + timeout;
-}
-
 struct Transfer {
     enum class Direction { send, recv };
     Direction direction = Direction::send;
