@@ -62,6 +62,22 @@ std::chrono::milliseconds check_timeout(int64_t ms, bool zero_ok, const char* fn
     return std::chrono::milliseconds(ms);
 }
 
+// Sets one field through `set` on a copy of the options, which the C++
+// layer checks (cohort::check_options, the same words as a Communicator
+// uses); the options change only when the copy passes.
+template <class Set>
+void set_checked(cohort_comm_options* options, const char* fn, Set&& set) {
+    require(options, fn, "options");
+    cohort::CommOptions copy = options->impl;
+    set(copy);
+    try {
+        cohort::check_options(copy, false);
+    } catch (const Error& e) {
+        throw Error(e.code(), fmt::format("{}: {}", fn, e.what()));
+    }
+    options->impl = std::move(copy);
+}
+
 cohort::CallOptions call_options(int64_t timeout_ms, const char* fn,
                                  cohort::Algorithm algorithm = cohort::Algorithm::automatic) {
     cohort::CallOptions call;
@@ -256,10 +272,7 @@ int cohort_comm_options_set_store(cohort_comm_options* options, const char* url)
 
 int cohort_comm_options_set_job_id(cohort_comm_options* options, const char* job_id) {
     return guard(__func__, [&](const char* fn) {
-        require(options, fn, "options");
-        if (job_id != nullptr && std::strlen(job_id) > 256)
-            bad(fmt::format("{}: job_id has {} bytes; at most 256 are allowed", fn, std::strlen(job_id)));
-        set_text(options->impl.job_id, job_id, "cohort");
+        set_checked(options, fn, [&](cohort::CommOptions& o) { set_text(o.job_id, job_id, "cohort"); });
     });
 }
 
@@ -272,15 +285,14 @@ int cohort_comm_options_set_generation(cohort_comm_options* options, uint64_t ge
 
 int cohort_comm_options_set_timeout_ms(cohort_comm_options* options, int64_t timeout_ms) {
     return guard(__func__, [&](const char* fn) {
-        require(options, fn, "options");
-        options->impl.timeout = check_timeout(timeout_ms, false, fn, "timeout_ms");
+        set_checked(options, fn, [&](cohort::CommOptions& o) { o.timeout = std::chrono::milliseconds(timeout_ms); });
     });
 }
 
 int cohort_comm_options_set_connect_timeout_ms(cohort_comm_options* options, int64_t timeout_ms) {
     return guard(__func__, [&](const char* fn) {
-        require(options, fn, "options");
-        options->impl.connect_timeout = check_timeout(timeout_ms, false, fn, "timeout_ms");
+        set_checked(options, fn,
+                    [&](cohort::CommOptions& o) { o.connect_timeout = std::chrono::milliseconds(timeout_ms); });
     });
 }
 
@@ -315,26 +327,19 @@ int cohort_comm_options_set_host_label(cohort_comm_options* options, const char*
 
 int cohort_comm_options_set_fusion_threshold(cohort_comm_options* options, uint64_t bytes) {
     return guard(__func__, [&](const char* fn) {
-        require(options, fn, "options");
-        if (bytes == 0) bad(fmt::format("{}: bytes must be at least 1", fn));
-        options->impl.fusion_threshold = to_size(bytes, fn, "bytes");
+        set_checked(options, fn, [&](cohort::CommOptions& o) { o.fusion_threshold = to_size(bytes, fn, "bytes"); });
     });
 }
 
 int cohort_comm_options_set_socket_buffer(cohort_comm_options* options, uint64_t bytes) {
     return guard(__func__, [&](const char* fn) {
-        require(options, fn, "options");
-        if (bytes > (uint64_t(1) << 30)) bad(fmt::format("{}: bytes {} is above 1 GiB", fn, bytes));
-        options->impl.socket_buffer = static_cast<std::size_t>(bytes);
+        set_checked(options, fn, [&](cohort::CommOptions& o) { o.socket_buffer = to_size(bytes, fn, "bytes"); });
     });
 }
 
 int cohort_comm_options_set_max_frame(cohort_comm_options* options, uint64_t bytes) {
     return guard(__func__, [&](const char* fn) {
-        require(options, fn, "options");
-        if (bytes < 4096 || bytes > (uint64_t(256) << 20))
-            bad(fmt::format("{}: bytes {} is outside 4 KiB..256 MiB (4096..268435456)", fn, bytes));
-        options->impl.max_frame = static_cast<std::size_t>(bytes);
+        set_checked(options, fn, [&](cohort::CommOptions& o) { o.max_frame = to_size(bytes, fn, "bytes"); });
     });
 }
 
@@ -343,8 +348,7 @@ int cohort_comm_options_set_max_frame(cohort_comm_options* options, uint64_t byt
 int cohort_comm_create(int32_t rank, int32_t size, const cohort_comm_options* options, cohort_comm** out) {
     return guard(__func__, [&](const char* fn) {
         require(out, fn, "out");
-        if (size < 1) bad(fmt::format("{}: size must be at least 1, got {}", fn, size));
-        if (rank < 0 || rank >= size) bad(fmt::format("{}: rank {} is outside 0..{}", fn, rank, size - 1));
+        // The Communicator checks rank, size and the rest.
         cohort::CommOptions o = options ? options->impl : cohort::CommOptions{};
         o.rank = rank;
         o.size = size;
