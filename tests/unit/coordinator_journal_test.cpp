@@ -546,6 +546,32 @@ TEST(CoordinatorJournal, WriterThreadGroupsCommits) {
     EXPECT_EQ(text_of(DurableState::open(dir.path(), o).state()), expected);
 }
 
+// An answer waits for every queued event but heartbeats: a heartbeat's
+// record lost in a power loss is one a restart's resume() makes moot.
+TEST(CoordinatorJournal, AnswersWaitForEverythingButHeartbeats) {
+    TempDir dir;
+    DurableState d = DurableState::open(dir.path(), manual_snapshots());
+    d.state().create_job("j", JobSettings{}, 1);
+    Node n;
+    n.id = "a";
+    d.state().join("j", n, 1);
+    d.commit();
+    d.start_writer([](uint64_t, std::exception_ptr) {});
+    const uint64_t joined = d.queued_seq();
+    EXPECT_EQ(d.answer_seq(), joined);
+    d.state().heartbeat("j", "a", 0, std::nullopt, 2);
+    d.commit();
+    EXPECT_EQ(d.queued_seq(), joined + 1);
+    EXPECT_EQ(d.answer_seq(), joined);
+    d.state().store_set("j", 1, "k", "v", 3);
+    d.state().heartbeat("j", "a", 0, std::nullopt, 3);
+    d.commit();
+    EXPECT_EQ(d.queued_seq(), joined + 3);
+    EXPECT_EQ(d.answer_seq(), joined + 2);
+    d.flush();
+    EXPECT_EQ(d.stats().last_seq, joined + 3);  // heartbeats are journaled all the same
+}
+
 // A child commits through the writer thread and reports each sequence
 // number the writer calls durable; after SIGKILL every reported one is on
 // disk.

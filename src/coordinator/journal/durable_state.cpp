@@ -77,7 +77,7 @@ DurableState DurableState::open(const fs::path& dir, JournalOptions options, std
     const bool fresh = !recovered.last_journal;
     out.segment_ = journal::AppendFile(journal::journal_path(dir, out.segment_base_));
     if (fresh) journal::sync_directory(dir);
-    out.queued_seq_ = out.stats_.last_seq;
+    out.queued_seq_ = out.answer_seq_ = out.stats_.last_seq;
     out.queued_snapshot_seq_ = out.stats_.snapshot_seq;
     out.queued_snapshot_ = out.has_snapshot_;
     return out;
@@ -96,6 +96,7 @@ DurableState::DurableState(DurableState&& other) noexcept
       broken_(other.broken_),
       stats_(other.stats_),
       queued_seq_(other.queued_seq_),
+      answer_seq_(other.answer_seq_),
       queued_snapshot_seq_(other.queued_snapshot_seq_),
       queued_snapshot_(other.queued_snapshot_) {}
 
@@ -114,6 +115,7 @@ DurableState& DurableState::operator=(DurableState&& other) noexcept {
         broken_ = other.broken_;
         stats_ = other.stats_;
         queued_seq_ = other.queued_seq_;
+        answer_seq_ = other.answer_seq_;
         queued_snapshot_seq_ = other.queued_snapshot_seq_;
         queued_snapshot_ = other.queued_snapshot_;
     }
@@ -147,11 +149,15 @@ void DurableState::stop_writer() noexcept {
 }
 
 void DurableState::queue(Batch batch) {
+    uint64_t answer = answer_seq_;
+    for (std::size_t i = 0; i < batch.events.size(); ++i)
+        if (!std::holds_alternative<event::Heartbeat>(batch.events[i])) answer = queued_seq_ + i + 1;
     {
         std::lock_guard lock(writer_->mutex);
         if (writer_->failure) throw broken_error();
         writer_->queue.push_back(std::move(batch));
     }
+    answer_seq_ = answer;
     writer_->wake.notify_one();
 }
 
@@ -233,7 +239,7 @@ void DurableState::write_pending(Clock::time_point now) {
     check_usable();
     const std::vector<Event> events = state_.take_events();
     append(events, now);
-    queued_seq_ = stats_.last_seq;
+    queued_seq_ = answer_seq_ = stats_.last_seq;
 }
 
 void DurableState::append(const std::vector<Event>& events, Clock::time_point now) {

@@ -69,8 +69,9 @@
 // batch, writes it with one write(2), fsyncs once, and then reports the last
 // sequence number of the batch as durable. Commits that arrive while it
 // writes and fsyncs wait for the next batch, so under load one fsync covers
-// many commits. A reply that depends on a commit goes out only once the
-// writer has reported that commit's queued_seq() durable. snapshot() builds
+// many commits. A reply goes out only once the writer has reported
+// answer_seq() durable: every event queued before it, except that a reply
+// need not wait for heartbeats (see answer_seq). snapshot() builds
 // the state's JSON on the caller's thread (the state is the caller's) and
 // the writer serialises, writes and fsyncs it in queue order, after the
 // events before it are synced. An I/O error is reported once, through the
@@ -147,6 +148,13 @@ public:
     // The sequence number of the newest event commit() has taken: once it
     // is reported durable, so is everything committed before.
     uint64_t queued_seq() const { return queued_seq_; }
+    // What an answer must wait for: the newest queued event other than a
+    // heartbeat. A heartbeat's record (its time, its metrics) that a power
+    // loss takes is one nobody can miss: the restart's resume() starts every
+    // heartbeat clock again, so it makes no member fail and decides nothing;
+    // heartbeats, most of a big job's traffic, are then answered without
+    // waiting for the disk. They are still journaled, in order.
+    uint64_t answer_seq() const { return answer_seq_; }
     // Waits until the writer has written and synced everything queued;
     // Error(io) if it failed. Without a writer: sync().
     void flush();
@@ -205,6 +213,7 @@ private:
     std::unique_ptr<Writer> writer_;
     // What the caller has queued; mirrors stats_ while there is no writer.
     uint64_t queued_seq_ = 0;
+    uint64_t answer_seq_ = 0;
     uint64_t queued_snapshot_seq_ = 0;
     bool queued_snapshot_ = false;
 };

@@ -249,11 +249,11 @@ void Coordinator::Impl::changed(std::string_view job) {
 void Coordinator::Impl::answer(const std::shared_ptr<HttpSession>& session, Response response) {
     // After a failure nothing more becomes durable; changes are refused
     // (503) and reads answer at once, as they would without a journal.
-    if (!durable || durable->queued_seq() <= durable_seq || !journal_failure.empty()) {
+    if (!durable || durable->answer_seq() <= durable_seq || !journal_failure.empty()) {
         session->send(std::move(response));
         return;
     }
-    held.push_back({durable->queued_seq(), session, std::move(response)});
+    held.push_back({durable->answer_seq(), session, std::move(response)});
 }
 
 void Coordinator::Impl::on_durable(uint64_t seq, std::exception_ptr failure) {

@@ -160,8 +160,9 @@ struct Coordinator::Impl {
     // reads of `job` (all jobs when empty).
     void changed(std::string_view job);
     // Every answer goes through here: it is sent once the journal holds
-    // every change made so far (at once without a data directory), so no
-    // client hears of a change a crash could still undo.
+    // every change made so far (heartbeats aside: DurableState::answer_seq),
+    // at once without a data directory, so no client hears of a change a
+    // crash could still undo.
     void answer(const std::shared_ptr<HttpSession>& session, Response response);
     // On the io thread, from the journal's writer: `seq` is durable, or the
     // journal failed and the held answers become 503s.
