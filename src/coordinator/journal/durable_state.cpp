@@ -38,7 +38,7 @@ void guarded(bool& broken, F&& f) {
 // One commit's events, or a snapshot of the state after event `seq`.
 struct DurableState::Batch {
     std::vector<Event> events;
-    std::optional<boost::json::value> snapshot;
+    bool snapshot = false;
     uint64_t seq = 0;
 };
 
@@ -51,6 +51,10 @@ struct DurableState::Writer {
     bool stop = false;
     std::exception_ptr failure;
     DurableCallback on_durable;
+    // The writer's own copy of the state, kept current by applying each
+    // event it journals (replay gives the same state, snapshot for
+    // snapshot): snapshots are taken from it, off the caller's thread.
+    CoordinatorState replica;
     std::thread thread;
 };
 
@@ -132,6 +136,7 @@ void DurableState::start_writer(DurableCallback on_durable) {
     sync();
     writer_ = std::make_unique<Writer>();
     writer_->on_durable = std::move(on_durable);
+    writer_->replica = state_;
     writer_->thread = std::thread([this] { run_writer(); });
     ::pthread_setname_np(writer_->thread.native_handle(), "cohort-journal");
 }
@@ -180,6 +185,7 @@ void DurableState::run_writer() {
             const auto flush_events = [&] {
                 if (events.empty()) return;
                 append(events, Clock::now());
+                for (const Event& e : events) w.replica.apply(e);
                 events.clear();
                 sync_segment();
                 durable = stats_.last_seq;
@@ -187,7 +193,7 @@ void DurableState::run_writer() {
             for (Batch& b : batches) {
                 if (b.snapshot) {
                     flush_events();
-                    write_snapshot(b.seq, *b.snapshot);
+                    write_snapshot(b.seq, w.replica.snapshot());
                 } else {
                     std::move(b.events.begin(), b.events.end(), std::back_inserter(events));
                 }
@@ -264,7 +270,7 @@ void DurableState::commit(Clock::time_point now) {
         std::vector<Event> events = state_.take_events();
         if (!events.empty()) {
             const uint64_t count = events.size();
-            queue(Batch{std::move(events), std::nullopt, 0});
+            queue(Batch{std::move(events), false, 0});
             queued_seq_ += count;
         }
     } else {
@@ -304,11 +310,11 @@ void DurableState::snapshot() {
         std::vector<Event> events = state_.take_events();
         if (!events.empty()) {
             const uint64_t count = events.size();
-            queue(Batch{std::move(events), std::nullopt, 0});
+            queue(Batch{std::move(events), false, 0});
             queued_seq_ += count;
         }
         if (queued_snapshot_ && queued_snapshot_seq_ == queued_seq_) return;
-        queue(Batch{{}, state_.snapshot(), queued_seq_});
+        queue(Batch{{}, true, queued_seq_});
         queued_snapshot_ = true;
         queued_snapshot_seq_ = queued_seq_;
         return;

@@ -71,10 +71,11 @@
 // writes and fsyncs wait for the next batch, so under load one fsync covers
 // many commits. A reply goes out only once the writer has reported
 // answer_seq() durable: every event queued before it, except that a reply
-// need not wait for heartbeats (see answer_seq). snapshot() builds
-// the state's JSON on the caller's thread (the state is the caller's) and
-// the writer serialises, writes and fsyncs it in queue order, after the
-// events before it are synced. An I/O error is reported once, through the
+// need not wait for heartbeats (see answer_seq). The writer keeps its own
+// copy of the state by applying each event it journals, so snapshot() only
+// queues a marker: the writer builds, writes and fsyncs the snapshot from
+// its copy, after the events before it are synced, and the caller's thread
+// does none of it. An I/O error is reported once, through the
 // same callback, and leaves the object broken as above: nothing reported
 // durable is lost, and nothing queued after it is ever reported durable.
 //
