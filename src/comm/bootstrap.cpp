@@ -71,8 +71,8 @@ Communicator::Impl::Impl(const CommOptions& given) : options(with_env_defaults(g
     // Where the address came from, for messages: the option or its variable.
     const auto chosen = comm::choose_listen_address(
         {options.address, given.address.empty() ? "COHORT_SOCKET_ADDR" : "the address option"},
-        {options.ifname, given.ifname.empty() ? "COHORT_SOCKET_IFNAME=" + options.ifname
-                                              : "interface option " + options.ifname},
+        {options.ifname,
+         given.ifname.empty() ? "COHORT_SOCKET_IFNAME=" + options.ifname : "interface option " + options.ifname},
         store_host(store->address()));
     tcp::acceptor acceptor(*io);
     boost::system::error_code ec;

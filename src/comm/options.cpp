@@ -78,8 +78,7 @@ void check_options(const CommOptions& o, bool world) {
     if (o.fusion_threshold == 0) bad("fusion_threshold must be at least 1 byte");
     if (o.max_frame < 4096 || o.max_frame > (std::size_t(256) << 20))
         bad(fmt::format("max_frame {} is outside 4 KiB..256 MiB (4096..268435456)", o.max_frame));
-    if (o.socket_buffer > (std::size_t(1) << 30))
-        bad(fmt::format("socket_buffer {} is above 1 GiB", o.socket_buffer));
+    if (o.socket_buffer > (std::size_t(1) << 30)) bad(fmt::format("socket_buffer {} is above 1 GiB", o.socket_buffer));
     if (o.spin && (o.spin->count() < 0 || o.spin->count() > kMaxSpinUs))
         bad(fmt::format("spin {} us is outside 0..{} us", o.spin->count(), kMaxSpinUs));
 }

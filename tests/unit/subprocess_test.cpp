@@ -251,8 +251,9 @@ TEST(SpawnProcess, StartsInItsOwnGroupWithTheGivenSetup) {
     ASSERT_EQ(::pipe(fds), 0);
     const auto old = std::signal(SIGTERM, SIG_IGN);
     SpawnRequest request;
-    request.argv = {"sh", "-c", "echo \"$(pwd) $COHORT_SPAWN_TEST $(ps -o pgid= -p $$ | tr -d ' ') $$\"; "
-                                "kill -TERM $$; echo survived"};
+    request.argv = {"sh", "-c",
+                    "echo \"$(pwd) $COHORT_SPAWN_TEST $(ps -o pgid= -p $$ | tr -d ' ') $$\"; "
+                    "kill -TERM $$; echo survived"};
     request.env = {"COHORT_SPAWN_TEST=here", "PATH=" + std::string(std::getenv("PATH"))};
     request.cwd = "/";
     request.stdout_fd = fds[1];

@@ -265,8 +265,7 @@ void Coordinator::Impl::on_durable(uint64_t seq, std::exception_ptr failure) {
         }
         std::fprintf(stderr, "cohort-coordinator: journal: %s\n", journal_failure.c_str());
         // Not durable, so not acknowledged: the clients retry.
-        const Error refused(Errc::unavailable,
-                            fmt::format("the coordinator cannot save changes: {}", journal_failure));
+        const Error refused(Errc::unavailable, fmt::format("the coordinator cannot save changes: {}", journal_failure));
         for (auto& h : std::exchange(held, {})) h.session->send(coord::server::error_response(refused));
         return;
     }
