@@ -11,9 +11,14 @@
 //      round (rendezvous: true) in a heartbeat answer.
 // Targets (issue 6, section 10): phase 1 within 1 s (last_call excluded),
 // heartbeat p99 under 10 ms, detection within failure_timeout + 1 interval.
+// With --data-dir DIR the three phases run twice in the same process, first
+// with the state in memory, then journaled to a fresh directory under DIR,
+// and a last table sets the two side by side (issue 13, section 4: the
+// journal must not make heartbeats slower).
 //
 //   build/benchmarks/bench_coordinator [--members 10000] [--seconds 30]
 //       [--interval 1.0] [--failure-timeout 5] [--connections 128]
+//       [--data-dir DIR]
 //
 // It exits 1 when the server answers anything unexpected or a phase does
 // not finish within its bound.
@@ -55,6 +60,7 @@ struct Options {
     double failure_timeout = 5;
     double last_call = 0.5;
     std::size_t connections = 128;
+    std::string data_dir;  // empty: only the in-memory run
 };
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
@@ -150,6 +156,8 @@ public:
     int phases_done = 0;
     std::size_t survivors_seen = 0;
     long server_tid = -1;
+    long journal_tid = -1;  // the coordinator's journal writer, when it has one
+    double journal_cpu = -1;
 
 private:
     bool failed() const { return errors_ > 0; }
@@ -344,12 +352,13 @@ asio::awaitable<void> ScaleRun::run() {
     phase_ = Phase::steady;
     const std::size_t late_before = late;
     const double server0 = server_tid > 0 ? thread_cpu(server_tid) : 0, client0 = thread_cpu(client_tid),
-                 process0 = process_cpu();
+                 process0 = process_cpu(), journal0 = journal_tid > 0 ? thread_cpu(journal_tid) : 0;
     const auto steady_start = Clock::now();
     co_await pause(o_.seconds);
     if (failed()) co_return;
     steady_wall = seconds_between(steady_start, Clock::now());
     if (server_tid > 0) server_cpu = thread_cpu(server_tid) - server0;
+    if (journal_tid > 0) journal_cpu = thread_cpu(journal_tid) - journal0;
     client_cpu = thread_cpu(client_tid) - client0;
     process_cpu_s = process_cpu() - process0;
     steady_late = late - late_before;
@@ -378,11 +387,15 @@ Options parse(int argc, char** argv) {
         const std::string flag = argv[i];
         if (flag == "--help" || flag == "-h") {
             std::printf("usage: bench_coordinator [--members N] [--seconds S] [--interval I] "
-                        "[--failure-timeout F] [--last-call L] [--connections C]\n");
+                        "[--failure-timeout F] [--last-call L] [--connections C] [--data-dir DIR]\n");
             std::exit(0);
         }
         if (i + 1 >= argc) throw std::runtime_error(flag + " needs a value; see --help");
         const std::string value = argv[++i];
+        if (flag == "--data-dir") {
+            o.data_dir = value;
+            continue;
+        }
         std::size_t used = 0;
         double v = 0;
         try {
@@ -409,12 +422,14 @@ const char* met(bool yes) {
     return yes ? "yes" : "**no**";
 }
 
-void rows(const Options& o, const ScaleRun& r, const std::string& load_before, const std::string& load_after) {
+void rows(const Options& o, const ScaleRun& r, const std::string& data_dir, const std::string& load_before,
+          const std::string& load_after) {
     std::printf("\nmachine: %ld cores, %s; load average before %s, after %s\n", sysconf(_SC_NPROCESSORS_ONLN),
                 first_line("/proc/cpuinfo", "model name").c_str(), load_before.c_str(), load_after.c_str());
     std::printf("members %zu, connections %zu, interval %.2f s, failure_timeout %.1f s, last_call %.2f s, "
-                "steady phase %.0f s, tick 100 ms, no data dir\n\n",
-                o.members, o.connections, o.interval, o.failure_timeout, o.last_call, o.seconds);
+                "steady phase %.0f s, tick 100 ms, %s\n\n",
+                o.members, o.connections, o.interval, o.failure_timeout, o.last_call, o.seconds,
+                data_dir.empty() ? "no data dir" : ("data dir " + data_dir).c_str());
     const auto& h = r.steady_hb;
     std::printf("| what | measured | target | met |\n|---|---:|---:|---|\n");
     if (r.phases_done < 1) return;
@@ -439,6 +454,9 @@ void rows(const Options& o, const ScaleRun& r, const std::string& load_before, c
         std::printf("| process CPU minus the client thread's (server tid not found) | %.2f s in %.1f s = %.0f%% | | |\n",
                     r.process_cpu_s - r.client_cpu, r.steady_wall,
                     100 * (r.process_cpu_s - r.client_cpu) / r.steady_wall);
+    if (r.journal_cpu >= 0)
+        std::printf("| coordinator journal thread CPU (tid %ld) | %.2f s = %.0f%% of a core | | |\n", r.journal_tid,
+                    r.journal_cpu, 100 * r.journal_cpu / r.steady_wall);
     std::printf("| client (load generator) thread CPU | %.2f s = %.0f%% of a core | | |\n", r.client_cpu,
                 100 * r.client_cpu / r.steady_wall);
     const double target = o.failure_timeout + o.interval;
@@ -455,10 +473,91 @@ void rows(const Options& o, const ScaleRun& r, const std::string& load_before, c
 }
 
 // The anchors the issue names, as published; they are not run here.
-void report(const Options& o, const ScaleRun& r, const std::string& load_before, const std::string& load_after) {
-    rows(o, r, load_before, load_after);
+void report(const Options& o, const ScaleRun& r, const std::string& data_dir, const std::string& load_before,
+            const std::string& load_after) {
+    rows(o, r, data_dir, load_before, load_after);
     std::printf("| reference (not run): DLRover | a dead peer noticed after its 600 s no-heartbeat window | | |\n");
     std::printf("| reference (not run): torchelastic c10d rendezvous | keep-alive every 5 s, dead after 3 missed (15 s); last_call 30 s | | |\n");
+}
+
+std::string thread_name(long tid) {
+    std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/comm");
+    std::string name;
+    std::getline(in, name);
+    return name;
+}
+
+// What the side-by-side table compares.
+struct Summary {
+    bool ok = false;
+    Percentiles hb;
+    std::size_t late = 0;
+    double server_cpu = -1, journal_cpu = -1, wall = 0;
+};
+
+// One whole run (three phases) against a fresh coordinator, journaled to
+// `data_dir` when it is not empty; prints its table.
+Summary run_once(const Options& o, const std::string& data_dir) {
+    const std::string load_before = load_average();
+    cohort::CoordinatorOptions server_options;
+    server_options.token = "bench-coordinator-token";
+    server_options.body_limit = 1024 * 1024;
+    server_options.data_dir = data_dir;
+    const auto before = threads();
+    cohort::Coordinator coordinator(server_options);
+    std::set<long> started;
+    for (long t : threads())
+        if (!before.count(t)) started.insert(t);
+
+    asio::io_context io(1);
+    ScaleRun run(io, o, server_options.token, coordinator.port());
+    // The io thread, and with a data directory perhaps a journal writer
+    // (named cohort-journal).
+    std::vector<long> io_threads;
+    for (long t : started) {
+        if (thread_name(t) == "cohort-journal")
+            run.journal_tid = t;
+        else
+            io_threads.push_back(t);
+    }
+    if (io_threads.size() == 1) run.server_tid = io_threads.front();
+    std::exception_ptr failure;
+    asio::co_spawn(io, run.run(), [&](std::exception_ptr e) {
+        failure = e;
+        io.stop();
+    });
+    io.run();
+    if (failure) std::rethrow_exception(failure);
+    coordinator.stop();
+    report(o, run, data_dir, load_before, load_average());
+    if (run.exit_code() != 0) std::fprintf(stderr, "bench_coordinator: the run failed (errors above)\n");
+    Summary out;
+    out.ok = run.exit_code() == 0 && run.phases_done >= 2;
+    out.hb = run.steady_hb;
+    out.late = run.steady_late;
+    out.server_cpu = run.server_cpu;
+    out.journal_cpu = run.journal_cpu;
+    out.wall = run.steady_wall;
+    return out;
+}
+
+void compare(const Summary& memory, const Summary& disk) {
+    std::printf("\nsteady heartbeats, the same run: in memory vs journaled to the data directory\n\n");
+    std::printf("| what | no data dir | data dir | data dir / no data dir |\n|---|---:|---:|---:|\n");
+    const auto row = [](const char* what, double a, double b) {
+        std::printf("| %s | %.2f ms | %.2f ms | %.2f |\n", what, a, b, a > 0 ? b / a : 0.0);
+    };
+    row("heartbeat latency p50", memory.hb.p50, disk.hb.p50);
+    row("heartbeat latency p90", memory.hb.p90, disk.hb.p90);
+    row("heartbeat latency p99", memory.hb.p99, disk.hb.p99);
+    row("heartbeat latency max", memory.hb.max, disk.hb.max);
+    std::printf("| heartbeats answered | %zu | %zu | |\n", memory.hb.count, disk.hb.count);
+    std::printf("| heartbeats skipped | %zu | %zu | |\n", memory.late, disk.late);
+    const auto share = [](double cpu, double wall) { return cpu >= 0 && wall > 0 ? 100 * cpu / wall : -1.0; };
+    std::printf("| io thread CPU | %.0f%% | %.0f%% | |\n", share(memory.server_cpu, memory.wall),
+                share(disk.server_cpu, disk.wall));
+    if (disk.journal_cpu >= 0)
+        std::printf("| journal thread CPU | | %.0f%% | |\n", share(disk.journal_cpu, disk.wall));
 }
 
 }  // namespace
@@ -466,30 +565,19 @@ void report(const Options& o, const ScaleRun& r, const std::string& load_before,
 int main(int argc, char** argv) {
     try {
         const Options o = parse(argc, argv);
-        const std::string load_before = load_average();
-        cohort::CoordinatorOptions server_options;
-        server_options.token = "bench-coordinator-token";
-        server_options.body_limit = 1024 * 1024;
-        const auto before = threads();
-        cohort::Coordinator coordinator(server_options);
-        std::set<long> started;
-        for (long t : threads())
-            if (!before.count(t)) started.insert(t);
-
-        asio::io_context io(1);
-        ScaleRun run(io, o, server_options.token, coordinator.port());
-        if (started.size() == 1) run.server_tid = *started.begin();
-        std::exception_ptr failure;
-        asio::co_spawn(io, run.run(), [&](std::exception_ptr e) {
-            failure = e;
-            io.stop();
-        });
-        io.run();
-        if (failure) std::rethrow_exception(failure);
-        coordinator.stop();
-        report(o, run, load_before, load_average());
-        if (run.exit_code() != 0) std::fprintf(stderr, "bench_coordinator: the run failed (errors above)\n");
-        return run.exit_code();
+        const Summary memory = run_once(o, "");
+        if (!memory.ok) return 1;
+        if (o.data_dir.empty()) return 0;
+        // A fresh directory each time: the run measures a new job, not the
+        // replay of an old one.
+        const std::filesystem::path dir =
+            std::filesystem::path(o.data_dir) / ("bench-coordinator-" + std::to_string(getpid()));
+        std::filesystem::remove_all(dir);
+        const Summary disk = run_once(o, dir.string());
+        std::error_code ignored;
+        std::filesystem::remove_all(dir, ignored);
+        compare(memory, disk);
+        return disk.ok ? 0 : 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_coordinator: %s\n", e.what());
         return 1;

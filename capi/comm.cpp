@@ -3,6 +3,7 @@
 // Communicator checks them again and does the work.
 #include "handles.hpp"
 
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -45,6 +46,22 @@ cohort::Algorithm check_algorithm(int32_t algorithm, const char* fn) {
         bad(fmt::format("{}: algorithm {} is not a COHORT_ALGO_* constant (0..{})", fn, algorithm,
                         COHORT_ALGO_HIERARCHICAL));
     return static_cast<cohort::Algorithm>(algorithm);
+}
+
+// Sets one field through `set` on a copy of the options, which the C++
+// layer checks (cohort::check_options, the same words as a Communicator
+// uses); the options change only when the copy passes.
+template <class Set>
+void set_checked(cohort_comm_options* options, const char* fn, Set&& set) {
+    require(options, fn, "options");
+    cohort::CommOptions copy = options->impl;
+    set(copy);
+    try {
+        cohort::check_options(copy, false);
+    } catch (const Error& e) {
+        throw Error(e.code(), fmt::format("{}: {}", fn, e.what()));
+    }
+    options->impl = std::move(copy);
 }
 
 cohort::CallOptions call_options(double timeout_seconds, const char* fn,
@@ -242,10 +259,7 @@ int cohort_comm_options_set_store(cohort_comm_options* options, const char* url)
 
 int cohort_comm_options_set_job_id(cohort_comm_options* options, const char* job_id) {
     return guard(__func__, [&](const char* fn) {
-        require(options, fn, "options");
-        if (job_id != nullptr && std::strlen(job_id) > 256)
-            bad(fmt::format("{}: job_id has {} bytes; at most 256 are allowed", fn, std::strlen(job_id)));
-        set_text(options->impl.job_id, job_id, "cohort");
+        set_checked(options, fn, [&](cohort::CommOptions& o) { set_text(o.job_id, job_id, "cohort"); });
     });
 }
 
@@ -301,26 +315,19 @@ int cohort_comm_options_set_host_label(cohort_comm_options* options, const char*
 
 int cohort_comm_options_set_fusion_threshold(cohort_comm_options* options, uint64_t bytes) {
     return guard(__func__, [&](const char* fn) {
-        require(options, fn, "options");
-        if (bytes == 0) bad(fmt::format("{}: bytes must be at least 1", fn));
-        options->impl.fusion_threshold = to_size(bytes, fn, "bytes");
+        set_checked(options, fn, [&](cohort::CommOptions& o) { o.fusion_threshold = to_size(bytes, fn, "bytes"); });
     });
 }
 
 int cohort_comm_options_set_socket_buffer(cohort_comm_options* options, uint64_t bytes) {
     return guard(__func__, [&](const char* fn) {
-        require(options, fn, "options");
-        if (bytes > (uint64_t(1) << 30)) bad(fmt::format("{}: bytes {} is above 1 GiB", fn, bytes));
-        options->impl.socket_buffer = static_cast<std::size_t>(bytes);
+        set_checked(options, fn, [&](cohort::CommOptions& o) { o.socket_buffer = to_size(bytes, fn, "bytes"); });
     });
 }
 
 int cohort_comm_options_set_max_frame(cohort_comm_options* options, uint64_t bytes) {
     return guard(__func__, [&](const char* fn) {
-        require(options, fn, "options");
-        if (bytes < 4096 || bytes > (uint64_t(256) << 20))
-            bad(fmt::format("{}: bytes {} is outside 4 KiB..256 MiB (4096..268435456)", fn, bytes));
-        options->impl.max_frame = static_cast<std::size_t>(bytes);
+        set_checked(options, fn, [&](cohort::CommOptions& o) { o.max_frame = to_size(bytes, fn, "bytes"); });
     });
 }
 
@@ -329,8 +336,7 @@ int cohort_comm_options_set_max_frame(cohort_comm_options* options, uint64_t byt
 int cohort_comm_create(int32_t rank, int32_t size, const cohort_comm_options* options, cohort_comm** out) {
     return guard(__func__, [&](const char* fn) {
         require(out, fn, "out");
-        if (size < 1) bad(fmt::format("{}: size must be at least 1, got {}", fn, size));
-        if (rank < 0 || rank >= size) bad(fmt::format("{}: rank {} is outside 0..{}", fn, rank, size - 1));
+        // The Communicator checks rank, size and the rest.
         cohort::CommOptions o = options ? options->impl : cohort::CommOptions{};
         o.rank = rank;
         o.size = size;

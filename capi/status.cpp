@@ -50,7 +50,7 @@ int to_status(Errc code) noexcept {
 }
 
 std::chrono::milliseconds milliseconds_arg(double seconds, const char* function, const char* what, bool zero_ok) {
-    constexpr double kYear = 365.0 * 24 * 3600;
+    const double kYear = std::chrono::duration<double>(cohort::kLongestTimeout).count();
     if (!std::isfinite(seconds) || seconds < 0 || (seconds == 0 && !zero_ok) || seconds > kYear) {
         throw Error(Errc::invalid_argument,
                     fmt::format("{}: {} must be {} and at most a year ({} seconds), got {}", function, what,

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,6 +36,9 @@ enum class Algorithm : int32_t {
 COHORT_API const char* algorithm_name(Algorithm algorithm) noexcept;  // "auto", "ring", ...
 COHORT_API Algorithm parse_algorithm(std::string_view name);         // Error(invalid_argument)
 
+// Every tunable of a communicator. An environment variable is only the
+// documented default of its field, read in one place: with_env_defaults()
+// (which every Communicator applies to the options it is given).
 struct CommOptions {
     int rank = -1;
     int size = 0;
@@ -52,9 +56,9 @@ struct CommOptions {
     // When not empty, every connection proves both sides know it (HMAC-SHA256
     // over both sides' nonces). Defaults to $COHORT_SECRET.
     std::string secret;
-    // The address to listen on and advertise ("HOST" or "HOST:PORT"); else
-    // $COHORT_SOCKET_ADDR, else the address of interface `ifname`
-    // ($COHORT_SOCKET_IFNAME), else that of the interface routing to the store.
+    // The address to listen on and advertise ("HOST" or "HOST:PORT"); empty:
+    // $COHORT_SOCKET_ADDR, else the address of interface `ifname` (empty:
+    // $COHORT_SOCKET_IFNAME), else that of the interface routing to the store.
     std::string address;
     std::string ifname;
     // The host each rank is on, for hierarchical all-reduce; defaults to the
@@ -71,9 +75,29 @@ struct CommOptions {
     // straight from the sender's memory (process_vm_readv, one copy instead
     // of TCP's two), when both sides prove they may. The connection still
     // carries the frames that describe, check and acknowledge each copy.
-    // $COHORT_DIRECT_COPY=0 turns it off.
+    // $COHORT_DIRECT_COPY=0 turns it off (1 leaves the option as it is).
     bool direct_copy = true;
+    // How long an operation polls its sockets before it sleeps in the
+    // kernel (0..1 s); polling saves a wake-up per message for small
+    // operations. Unset: $COHORT_SPIN_US microseconds, else 50 us.
+    std::optional<std::chrono::microseconds> spin;
 };
+
+// `options` with what it leaves unset taken from the environment:
+// secret ($COHORT_SECRET), address ($COHORT_SOCKET_ADDR), ifname
+// ($COHORT_SOCKET_IFNAME), spin ($COHORT_SPIN_US, else 50 us), and
+// direct_copy off when $COHORT_DIRECT_COPY is 0. The only place cohort reads
+// these variables. Error(invalid_argument) naming the variable, its value
+// and what it accepts, for a value it cannot use
+// ("COHORT_SPIN_US='abc': expected a whole number of microseconds from 0 to
+// 1000000").
+COHORT_API CommOptions with_env_defaults(CommOptions options);
+
+// Error(invalid_argument) "communicator: ..." naming the first setting out
+// of range, in the words of the fields above. The rank and size are checked
+// only when `world` is set (a Communicator checks them; a caller filling
+// options in before it knows its rank need not).
+COHORT_API void check_options(const CommOptions& options, bool world = true);
 
 // Per-call options. A zero timeout means the communicator's default.
 struct CallOptions {

@@ -1,8 +1,10 @@
-// Sizes as people write them: "64MiB", "1.5GB", "4096".
+// Sizes as people write them ("64MiB", "1.5GB", "4096"), and the longest
+// timeout cohort honours.
 #pragma once
 
 #include <cohort/export.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,5 +18,10 @@ namespace cohort {
 COHORT_API std::optional<uint64_t> parse_size(std::string_view text);
 // 1610612736 -> "1.5GiB".
 COHORT_API std::string format_size(uint64_t bytes);
+
+// A year: longer than anyone means to wait, and far from overflowing a
+// nanosecond steady clock. The C API refuses longer timeouts; C++ callers
+// may pass more (milliseconds::max() for "forever") and get a year.
+inline constexpr std::chrono::milliseconds kLongestTimeout{int64_t{365} * 24 * 3600 * 1000};
 
 }  // namespace cohort

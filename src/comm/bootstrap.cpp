@@ -1,16 +1,16 @@
-// Setting a communicator up: check the options, meet the other ranks in
-// the store, listen, connect the mesh.
+// Setting a communicator up: the options with their environment defaults,
+// checked; meet the other ranks in the store, listen, connect the mesh.
 #include "comm/communicator_impl.hpp"
 
 #include "comm/transport/address.hpp"
 #include "comm/transport/mesh.hpp"
+#include "core/deadline.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 
 #include <fmt/format.h>
 
 #include <charconv>
-#include <cstdlib>
 #include <set>
 #include <sstream>
 #include <unistd.h>
@@ -20,20 +20,6 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 namespace {
-
-void check(const CommOptions& o) {
-    auto bad = [](std::string what) { throw Error(Errc::invalid_argument, "communicator: " + what); };
-    if (o.size < 1) bad(fmt::format("size must be at least 1, not {}", o.size));
-    if (o.rank < 0 || o.rank >= o.size) bad(fmt::format("rank {} is outside 0..{}", o.rank, o.size - 1));
-    if (!o.store && o.store_url.empty() && o.size > 1)
-        bad("no store: give a store URL (tcp://HOST:PORT or file:///DIR) or a Store");
-    if (o.job_id.empty() || o.job_id.size() > 256) bad("the job id must have 1 to 256 bytes");
-    if (o.timeout.count() <= 0) bad("the operation timeout must be positive");
-    if (o.connect_timeout.count() <= 0) bad("the connect timeout must be positive");
-    if (o.max_frame < 4096 || o.max_frame > (std::size_t(256) << 20))
-        bad(fmt::format("max_frame {} is outside 4 KiB..256 MiB", o.max_frame));
-    if (o.socket_buffer > (std::size_t(1) << 30)) bad("socket_buffer above 1 GiB");
-}
 
 std::string store_host(const std::string& address) {
     if (address.rfind("tcp://", 0) != 0) return "";
@@ -55,18 +41,16 @@ std::string endpoint_text(const tcp::endpoint& ep) {
 
 }  // namespace
 
-Communicator::Impl::Impl(const CommOptions& given) : options(given) {
-    if (options.secret.empty())
-        if (const char* s = std::getenv("COHORT_SECRET")) options.secret = s;
-    check(options);
-    const auto deadline = comm::deadline_after(options.connect_timeout);
+Communicator::Impl::Impl(const CommOptions& given) : options(with_env_defaults(given)) {
+    check_options(options);
+    const auto deadline = detail::deadline_after(options.connect_timeout);
     const int rank = options.rank, size = options.size;
     if (options.host_label.empty()) options.host_label = machine_name();
     hosts.assign(size, options.host_label);
     auto io = std::make_unique<asio::io_context>();
     if (size == 1) {
         engine = std::make_unique<comm::Engine>(0, 1, std::vector<std::unique_ptr<comm::Peer>>(1), options.max_frame,
-                                                std::move(io));
+                                                *options.spin, std::move(io));
         abort_signal->engine = engine.get();
         return;
     }
@@ -84,7 +68,12 @@ Communicator::Impl::Impl(const CommOptions& given) : options(given) {
     const int64_t instance = job->add(fmt::format("instances/{}", rank), 1);
     auto scoped = scoped_store(job, fmt::format("{}/", instance));
 
-    const auto chosen = comm::choose_listen_address(options.address, options.ifname, store_host(store->address()));
+    // Where the address came from, for messages: the option or its variable.
+    const auto chosen = comm::choose_listen_address(
+        {options.address, given.address.empty() ? "COHORT_SOCKET_ADDR" : "the address option"},
+        {options.ifname,
+         given.ifname.empty() ? "COHORT_SOCKET_IFNAME=" + options.ifname : "interface option " + options.ifname},
+        store_host(store->address()));
     tcp::acceptor acceptor(*io);
     boost::system::error_code ec;
     const tcp::endpoint listen_at(chosen.ip, chosen.port);
@@ -152,10 +141,10 @@ Communicator::Impl::Impl(const CommOptions& given) : options(given) {
     mesh.secret = options.secret;
     mesh.socket_buffer = options.socket_buffer;
     mesh.direct_copy = options.direct_copy;
-    if (const char* env = std::getenv("COHORT_DIRECT_COPY"); env && std::string(env) == "0") mesh.direct_copy = false;
     mesh.deadline = deadline;
     auto peers = comm::connect_mesh(*io, acceptor, endpoints, mesh);
-    engine = std::make_unique<comm::Engine>(rank, size, std::move(peers), options.max_frame, std::move(io));
+    engine =
+        std::make_unique<comm::Engine>(rank, size, std::move(peers), options.max_frame, *options.spin, std::move(io));
     std::lock_guard lock(abort_signal->mutex);
     abort_signal->engine = engine.get();
 }

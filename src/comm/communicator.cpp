@@ -4,6 +4,7 @@
 #include "comm/communicator_impl.hpp"
 #include "comm/reduce.hpp"
 
+#include "core/deadline.hpp"
 #include "core/text.hpp"
 
 #include <fmt/format.h>
@@ -80,7 +81,7 @@ Algorithm Communicator::Impl::resolve(Algorithm requested, std::size_t bytes) co
 void Communicator::Impl::begin(OpSignature op, const CallOptions& call) {
     op.seq = ++seq;
     const auto timeout = timeout_of(call);
-    engine->begin(op, comm::deadline_after(timeout), timeout);
+    engine->begin(op, detail::deadline_after(timeout), timeout);
 }
 
 Communicator::Communicator(const CommOptions& options) : impl_(std::make_unique<Impl>(options)) {}

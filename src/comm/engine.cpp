@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cerrno>
 #include <cstring>
 #include <sched.h>
@@ -22,9 +21,8 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 
 Engine::Engine(int rank, int size, std::vector<std::unique_ptr<Peer>> peers, std::size_t max_frame,
-               std::unique_ptr<asio::io_context> io)
-    : rank_(rank), size_(size), io_(std::move(io)), peers_(std::move(peers)), max_frame_(max_frame) {
-    if (const char* env = std::getenv("COHORT_SPIN_US")) spin_ = std::chrono::microseconds(std::atoi(env));
+               std::chrono::microseconds spin, std::unique_ptr<asio::io_context> io)
+    : rank_(rank), size_(size), io_(std::move(io)), peers_(std::move(peers)), max_frame_(max_frame), spin_(spin) {
     for (auto& peer : peers_)
         if (peer) post_header_read(*peer);
 }

@@ -27,13 +27,6 @@ namespace cohort::comm {
 
 using Clock = std::chrono::steady_clock;
 
-// now + timeout, saturated: a timeout of years must not overflow into the past.
-inline Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
-    const auto now = Clock::now();
-    const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now);
-    return timeout >= room ? Clock::time_point::max() : now + timeout;
-}
-
 struct Transfer {
     enum class Direction { send, recv };
     Direction direction = Direction::send;
@@ -56,9 +49,10 @@ struct Transfer {
 
 class Engine {
 public:
-    // peers[r] is the connection to rank r (null for this rank).
+    // peers[r] is the connection to rank r (null for this rank); an
+    // operation polls its sockets for `spin` before it sleeps.
     Engine(int rank, int size, std::vector<std::unique_ptr<Peer>> peers, std::size_t max_frame,
-           std::unique_ptr<boost::asio::io_context> io);
+           std::chrono::microseconds spin, std::unique_ptr<boost::asio::io_context> io);
     ~Engine();
 
     int rank() const { return rank_; }
@@ -120,7 +114,7 @@ private:
     std::chrono::milliseconds timeout_{0};
     bool in_op_ = false;
     std::size_t outstanding_ = 0;
-    std::chrono::microseconds spin_{50};  // $COHORT_SPIN_US
+    std::chrono::microseconds spin_;  // CommOptions::spin
 
     bool failed_ = false;
     Errc fail_code_ = Errc::ok;

@@ -2,6 +2,7 @@
 #include "comm/work_state.hpp"
 
 #include "comm/engine.hpp"
+#include "core/deadline.hpp"
 
 #include <fmt/format.h>
 
@@ -32,7 +33,7 @@ void Work::wait() const {
 void Work::wait_for(std::chrono::milliseconds limit) const {
     if (!state_) return;
     std::unique_lock lock(state_->mutex);
-    const auto limit_at = comm::deadline_after(limit);
+    const auto limit_at = detail::deadline_after(limit);
     if (!state_->cv.wait_until(lock, limit_at, [&] { return state_->done; }))
         throw Error(Errc::timeout, fmt::format("{} not finished after {:g} s (it goes on until its own timeout)",
                                                state_->what, limit.count() / 1000.0));

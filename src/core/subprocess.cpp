@@ -72,22 +72,6 @@ void open_pipe(Pipe& p) {
     p.write.reset(fds[1]);
 }
 
-// posix_spawn's attribute and file-action objects, destroyed on every path.
-struct SpawnSetup {
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_t actions;
-    SpawnSetup() {
-        posix_spawnattr_init(&attr);
-        posix_spawn_file_actions_init(&actions);
-    }
-    ~SpawnSetup() {
-        posix_spawn_file_actions_destroy(&actions);
-        posix_spawnattr_destroy(&attr);
-    }
-    SpawnSetup(const SpawnSetup&) = delete;
-    SpawnSetup& operator=(const SpawnSetup&) = delete;
-};
-
 // Reads what is there now. Returns false at EOF.
 bool drain(int fd, std::string& into) {
     char buffer[65536];
@@ -129,7 +113,56 @@ bool try_reap(pid_t pid, RunResult& result) {
     }
 }
 
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+    std::vector<char*> out;
+    for (std::string& s : strings) out.push_back(s.data());
+    out.push_back(nullptr);
+    return out;
+}
+
 }  // namespace
+
+Spawned spawn_process(const SpawnRequest& request) {
+    std::vector<std::string> argv = request.argv, env = request.env;
+    std::vector<char*> argv_p = pointers(argv), env_p = pointers(env);
+    // posix_spawn's attribute and file-action objects, destroyed on every path.
+    struct Setup {
+        posix_spawnattr_t attr;
+        posix_spawn_file_actions_t actions;
+        Setup() {
+            posix_spawnattr_init(&attr);
+            posix_spawn_file_actions_init(&actions);
+        }
+        ~Setup() {
+            posix_spawn_file_actions_destroy(&actions);
+            posix_spawnattr_destroy(&attr);
+        }
+        Setup(const Setup&) = delete;
+        Setup& operator=(const Setup&) = delete;
+    } setup;
+    posix_spawn_file_actions_addopen(&setup.actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    if (request.stdout_fd >= 0) posix_spawn_file_actions_adddup2(&setup.actions, request.stdout_fd, STDOUT_FILENO);
+    if (request.stderr_fd >= 0) posix_spawn_file_actions_adddup2(&setup.actions, request.stderr_fd, STDERR_FILENO);
+    if (!request.cwd.empty()) posix_spawn_file_actions_addchdir_np(&setup.actions, request.cwd.c_str());
+    sigset_t empty, defaults;
+    sigemptyset(&empty);
+    sigfillset(&defaults);
+    sigdelset(&defaults, SIGKILL);
+    sigdelset(&defaults, SIGSTOP);
+    posix_spawnattr_setsigmask(&setup.attr, &empty);
+    posix_spawnattr_setsigdefault(&setup.attr, &defaults);
+    posix_spawnattr_setpgroup(&setup.attr, 0);
+    posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+
+    Spawned out;
+    const int rc = ::posix_spawnp(&out.pid, argv[0].c_str(), &setup.actions, &setup.attr, argv_p.data(),
+                                  request.env.empty() ? environ : env_p.data());
+    if (rc != 0) {
+        out.pid = -1;
+        out.error = rc;
+    }
+    return out;
+}
 
 RunResult run_with_deadline(std::vector<std::string> argv, double deadline_seconds) {
     if (argv.empty() || argv[0].empty()) throw Error(Errc::invalid_argument, "run_with_deadline: no program to run");
@@ -144,30 +177,13 @@ RunResult run_with_deadline(std::vector<std::string> argv, double deadline_secon
     Pipe out, err;
     open_pipe(out);
     open_pipe(err);
-    SpawnSetup setup;
-    posix_spawn_file_actions_addopen(&setup.actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&setup.actions, out.write.get(), STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&setup.actions, err.write.get(), STDERR_FILENO);
-    // Its own process group (pgid = its pid), so one killpg reaches whatever
-    // it forks. Signals: an empty mask and default SIGPIPE, whatever the
-    // calling thread (a probe thread may block signals) or program (servers
-    // ignore SIGPIPE) has set, since exec keeps both.
-    sigset_t empty, defaults;
-    sigemptyset(&empty);
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGPIPE);
-    posix_spawnattr_setsigmask(&setup.attr, &empty);
-    posix_spawnattr_setsigdefault(&setup.attr, &defaults);
-    posix_spawnattr_setpgroup(&setup.attr, 0);
-    posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-
-    pid_t pid = -1;
-    // glibc's posix_spawnp reports exec failures (ENOENT, EACCES) here.
-    const int rc = ::posix_spawnp(&pid, argv[0].c_str(), &setup.actions, &setup.attr, args.data(), environ);
+    SpawnRequest request;
+    request.argv = argv;
+    request.stdout_fd = out.write.get();
+    request.stderr_fd = err.write.get();
+    const Spawned spawned = spawn_process(request);
+    const pid_t pid = spawned.pid;
+    const int rc = spawned.error;
     if (rc != 0) {
         const bool on_path = argv[0].find('/') == std::string::npos;
         if (rc == ENOENT)

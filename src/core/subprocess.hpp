@@ -3,10 +3,39 @@
 // hang with it.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
+
 namespace cohort::detail {
+
+// What spawn_process starts: argv[0] looked up on PATH unless it holds a '/'.
+struct SpawnRequest {
+    std::vector<std::string> argv;
+    std::vector<std::string> env;  // "NAME=value" each; empty: the caller's environment
+    std::filesystem::path cwd;     // empty: the caller's
+    int stdout_fd = -1;            // dup2'd onto the child's stdout; -1: inherited
+    int stderr_fd = -1;
+};
+
+struct Spawned {
+    pid_t pid = -1;
+    int error = 0;  // errno when it could not start (ENOENT, EACCES, ...)
+};
+
+// posix_spawnp rather than fork/exec: glibc (2.24 and later) runs the child
+// with CLONE_VFORK and hands back exec's errno, so a missing program is an
+// error here, not a child that exits 127, and nothing async-signal-unsafe
+// runs between fork and exec in a threaded program. The child runs in a
+// process group of its own (pgid = pid, so one killpg reaches whatever it
+// forks), with stdin on /dev/null (a background group that read the
+// terminal would stop on SIGTTIN), an empty signal mask and every signal at
+// its default disposition, whatever the calling thread blocks or the
+// program ignores (exec keeps both). Never throws for a program that cannot
+// start: that is Spawned::error.
+Spawned spawn_process(const SpawnRequest& request);
 
 struct RunResult {
     bool exited = false;  // it exited by itself: exit_status holds its status

@@ -4,16 +4,13 @@
 
 #include <cohort/scheduler.hpp>
 
+#include "core/subprocess.hpp"
+
 #include <string>
 
 #include <sys/types.h>
 
 namespace cohort::detail {
-
-struct Spawned {
-    pid_t pid = -1;
-    int error = 0;  // errno when it could not start (ENOENT, EACCES, ...)
-};
 
 // Starts spec.argv in a process group of its own (pgid = pid) with stdin
 // on /dev/null, an empty signal mask and default signal dispositions, in

@@ -598,6 +598,69 @@ TEST(MissingRanks, TimeoutNamesThem) {
 
 // ------------------------------------------------------- invalid arguments
 
+// Environment variables are the documented defaults of CommOptions fields,
+// read by with_env_defaults; what the caller set wins.
+TEST(CommOptionsEnvironment, FillsWhatTheOptionsLeaveUnset) {
+    {
+        ScopedEnv spin("COHORT_SPIN_US", nullptr), direct("COHORT_DIRECT_COPY", nullptr),
+            secret("COHORT_SECRET", nullptr), addr("COHORT_SOCKET_ADDR", nullptr),
+            ifname("COHORT_SOCKET_IFNAME", nullptr);
+        const CommOptions o = with_env_defaults({});
+        ASSERT_TRUE(o.spin.has_value());
+        EXPECT_EQ(*o.spin, std::chrono::microseconds(50));
+        EXPECT_TRUE(o.direct_copy);
+        EXPECT_TRUE(o.secret.empty());
+        EXPECT_TRUE(o.address.empty());
+        EXPECT_TRUE(o.ifname.empty());
+    }
+    ScopedEnv spin("COHORT_SPIN_US", "7"), direct("COHORT_DIRECT_COPY", "0"), secret("COHORT_SECRET", "s3"),
+        addr("COHORT_SOCKET_ADDR", "127.0.0.1"), ifname("COHORT_SOCKET_IFNAME", "lo");
+    const CommOptions from_env = with_env_defaults({});
+    EXPECT_EQ(*from_env.spin, std::chrono::microseconds(7));
+    EXPECT_FALSE(from_env.direct_copy);
+    EXPECT_EQ(from_env.secret, "s3");
+    EXPECT_EQ(from_env.address, "127.0.0.1");
+    EXPECT_EQ(from_env.ifname, "lo");
+    CommOptions mine;
+    mine.spin = std::chrono::microseconds(0);
+    mine.secret = "mine";
+    mine.address = "127.0.0.2";
+    mine.ifname = "eth9";
+    const CommOptions kept = with_env_defaults(mine);
+    EXPECT_EQ(*kept.spin, std::chrono::microseconds(0));
+    EXPECT_EQ(kept.secret, "mine");
+    EXPECT_EQ(kept.address, "127.0.0.2");
+    EXPECT_EQ(kept.ifname, "eth9");
+    ScopedEnv on("COHORT_DIRECT_COPY", "1");
+    EXPECT_TRUE(with_env_defaults({}).direct_copy);
+}
+
+// A value the library cannot use is an error naming the variable, the value
+// and what is accepted, from with_env_defaults and from a Communicator.
+TEST(CommOptionsEnvironment, BadValuesAreRefusedByName) {
+    for (const char* bad : {"abc", "-5", "12us", "1000001", "99999999999999999999"}) {
+        SCOPED_TRACE(bad);
+        ScopedEnv spin("COHORT_SPIN_US", bad);
+        const std::string m = error_message(Errc::invalid_argument, [] { with_env_defaults({}); });
+        EXPECT_TRUE(contains(m, std::string("COHORT_SPIN_US='") + bad + "'")) << m;
+        EXPECT_TRUE(contains(m, "whole number of microseconds from 0 to 1000000")) << m;
+    }
+    {
+        ScopedEnv spin("COHORT_SPIN_US", "abc");
+        CommOptions o;
+        o.rank = 0;
+        o.size = 1;
+        const std::string m = error_message(Errc::invalid_argument, [&] { Communicator c(o); });
+        EXPECT_TRUE(contains(m, "COHORT_SPIN_US='abc'")) << m;
+        o.spin = std::chrono::microseconds(10);  // the option wins: the variable is not read
+        Communicator c(o);
+        EXPECT_EQ(c.size(), 1);
+    }
+    ScopedEnv direct("COHORT_DIRECT_COPY", "yes");
+    const std::string m = error_message(Errc::invalid_argument, [] { with_env_defaults({}); });
+    EXPECT_TRUE(contains(m, "COHORT_DIRECT_COPY='yes': expected 0")) << m;
+}
+
 TEST(InvalidArguments, Options) {
     auto refused = [](CommOptions o) { return error_message(Errc::invalid_argument, [&] { Communicator c(o); }); };
     CommOptions o;
@@ -626,6 +689,15 @@ TEST(InvalidArguments, Options) {
     o.max_frame = 100;
     EXPECT_TRUE(contains(refused(o), "max_frame 100"));
     o.max_frame = std::size_t(4) << 20;
+    o.timeout = std::chrono::hours(24 * 366);
+    EXPECT_TRUE(contains(refused(o), "operation timeout must be positive and at most a year")) << refused(o);
+    o.timeout = 1s;
+    o.spin = std::chrono::microseconds(-1);
+    EXPECT_TRUE(contains(refused(o), "spin -1 us is outside 0..1000000 us")) << refused(o);
+    o.spin.reset();
+    o.socket_buffer = std::size_t(2) << 30;
+    EXPECT_TRUE(contains(refused(o), "socket_buffer 2147483648 is above 1 GiB")) << refused(o);
+    o.socket_buffer = 0;
     // Addresses are checked once the store is open.
     CommTempDir dir;
     o.store_url = "file://" + dir.path().string();

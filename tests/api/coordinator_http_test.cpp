@@ -16,7 +16,9 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include <sys/resource.h>
 #include <unistd.h>
+#include <csignal>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -416,6 +418,102 @@ TEST(CoordinatorHttp, DataDirectoryKeepsTheStateAcrossARestart) {
     EXPECT_TRUE(contains(done.body, "\"counted\":true")) << done.body;
     const Reply metrics = c.get("/metrics");
     EXPECT_TRUE(contains(metrics.body, "cohort_coordinator_journal_seq ")) << metrics.body;
+}
+
+// Group commit: many clients write at once; every write answered 200 is in
+// the data directory at that moment. A copy of the directory taken while
+// the coordinator runs is what a kill -9 (or a power loss, the answers wait
+// for fsync) would leave, and it holds every acknowledged value.
+TEST(CoordinatorHttp, EveryAcknowledgedWriteSurvivesWithConcurrentWriters) {
+    DataDir dir;
+    cohort::CoordinatorOptions options = test_options();
+    options.data_dir = dir.path();
+    cohort::Coordinator coordinator(options);
+    {
+        Client c(coordinator.port());
+        one_node_job(c, "g");
+    }
+    constexpr int kWriters = 8, kWrites = 40;
+    std::vector<std::thread> writers;
+    std::atomic<int> acknowledged{0};
+    for (int w = 0; w < kWriters; ++w) {
+        writers.emplace_back([&, w] {
+            Client c(coordinator.port());
+            for (int i = 0; i < kWrites; ++i) {
+                const std::string key = "k" + std::to_string(w) + "-" + std::to_string(i);
+                if (c.call(http::verb::put, "/v1/jobs/g/store/1/" + key, "v" + std::to_string(i)).status == 200)
+                    ++acknowledged;
+            }
+        });
+    }
+    for (auto& t : writers) t.join();
+    ASSERT_EQ(acknowledged.load(), kWriters * kWrites);
+    DataDir copy;
+    std::filesystem::copy(dir.path(), copy.path(), std::filesystem::copy_options::recursive);
+    std::filesystem::remove(copy.path() / "lock");
+    cohort::CoordinatorOptions restarted = test_options();
+    restarted.data_dir = copy.path();
+    cohort::Coordinator second(restarted);
+    Client c(second.port());
+    for (int w = 0; w < kWriters; ++w) {
+        for (int i = 0; i < kWrites; ++i) {
+            const Reply r = c.get("/v1/jobs/g/store/1/k" + std::to_string(w) + "-" + std::to_string(i));
+            ASSERT_EQ(r.status, 200u) << "writer " << w << " write " << i << ": " << r.body;
+            EXPECT_EQ(r.body, "v" + std::to_string(i));
+        }
+    }
+    // One fsync covers many commits when writes arrive together.
+    const Reply metrics = Client(coordinator.port()).get("/metrics");
+    EXPECT_TRUE(contains(metrics.body, "cohort_coordinator_journal_syncs_total ")) << metrics.body;
+}
+
+// A write the journal cannot make (here the file-size limit, as a full disk
+// would) is a 503 for the change that needed it and for every later one;
+// nothing answered 200 is missing after a restart.
+TEST(CoordinatorHttp, AFullDiskRefusesChangesAndLosesNothingAcknowledged) {
+    DataDir dir, copy;
+    cohort::CoordinatorOptions options = test_options();
+    options.data_dir = dir.path();
+    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit saved{};
+    ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+    std::vector<int> acknowledged;
+    {
+        cohort::Coordinator coordinator(options);
+        Client c(coordinator.port());
+        one_node_job(c, "f");
+        rlimit low = saved;
+        low.rlim_cur = 64 * 1024;
+        ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &low), 0);
+        std::string refusal;
+        for (int i = 0; i < 100 && refusal.empty(); ++i) {
+            const Reply r = c.call(http::verb::put, "/v1/jobs/f/store/1/k" + std::to_string(i), std::string(4000, 'x'));
+            if (r.status == 200)
+                acknowledged.push_back(i);
+            else if (r.status == 503)
+                refusal = r.body;
+            else
+                ADD_FAILURE() << r.status << " " << r.body;
+        }
+        const Reply after = c.call(http::verb::put, "/v1/jobs/f/store/1/after", "y");
+        ::setrlimit(RLIMIT_FSIZE, &saved);
+        EXPECT_TRUE(contains(refusal, "cannot save changes")) << refusal;
+        EXPECT_EQ(after.status, 503u) << after.body;
+        EXPECT_TRUE(contains(after.body, "restart the coordinator")) << after.body;
+        EXPECT_FALSE(acknowledged.empty());
+        // What a crash now would leave.
+        std::filesystem::copy(dir.path(), copy.path(), std::filesystem::copy_options::recursive);
+        std::filesystem::remove(copy.path() / "lock");
+    }
+    std::signal(SIGXFSZ, old_handler);
+    cohort::CoordinatorOptions restarted = test_options();
+    restarted.data_dir = copy.path();
+    cohort::Coordinator second(restarted);
+    Client c(second.port());
+    for (const int i : acknowledged) {
+        const Reply r = c.get("/v1/jobs/f/store/1/k" + std::to_string(i));
+        EXPECT_EQ(r.status, 200u) << "key k" << i << ": " << r.body;
+    }
 }
 
 TEST(CoordinatorHttp, TwoCoordinatorsCannotShareADataDirectory) {

@@ -306,15 +306,15 @@ static void test_options(void) {
     CHECK_ERR(cohort_comm_options_set_timeout(o, -5), BAD, "got -5");
     CHECK_ERR(cohort_comm_options_set_connect_timeout(o, 1e12), BAD, "at most a year");
     CHECK_ERR(cohort_comm_options_set_max_frame(o, 100), BAD,
-              "cohort_comm_options_set_max_frame: bytes 100 is outside");
+              "cohort_comm_options_set_max_frame: communicator: max_frame 100 is outside 4 KiB..256 MiB");
     CHECK_ERR(cohort_comm_options_set_socket_buffer(o, 2ull << 30), BAD, "above 1 GiB");
-    CHECK_ERR(cohort_comm_options_set_fusion_threshold(o, 0), BAD, "bytes must be at least 1");
+    CHECK_ERR(cohort_comm_options_set_fusion_threshold(o, 0), BAD, "fusion_threshold must be at least 1 byte");
     CHECK_ERR(cohort_comm_options_set_secret(o, NULL, 3), BAD, "secret must not be NULL");
     {
         char long_id[300];
         memset(long_id, 'j', sizeof long_id - 1);
         long_id[sizeof long_id - 1] = '\0';
-        CHECK_ERR(cohort_comm_options_set_job_id(o, long_id), BAD, "job_id has 299 bytes");
+        CHECK_ERR(cohort_comm_options_set_job_id(o, long_id), BAD, "the job id must have 1 to 256 bytes, not 299");
     }
     CHECK_ERR(cohort_comm_options_set_generation(NULL, 1), BAD, "options must not be NULL");
     CHECK_ERR(cohort_comm_options_set_address(NULL, "x"), BAD, "options must not be NULL");
@@ -491,8 +491,8 @@ static void test_errors(void) {
 
     memset(buf, 0, sizeof buf);
     CHECK_ERR(cohort_comm_create(0, 1, NULL, NULL), BAD, "cohort_comm_create: out must not be NULL");
-    CHECK_ERR(cohort_comm_create(0, 0, NULL, &untouched), BAD, "size must be at least 1, got 0");
-    CHECK_ERR(cohort_comm_create(1, 1, NULL, &untouched), BAD, "cohort_comm_create: rank 1 is outside 0..0");
+    CHECK_ERR(cohort_comm_create(0, 0, NULL, &untouched), BAD, "communicator: size must be at least 1, not 0");
+    CHECK_ERR(cohort_comm_create(1, 1, NULL, &untouched), BAD, "communicator: rank 1 is outside 0..0");
     CHECK_ERR(cohort_comm_create(-1, 4, NULL, &untouched), BAD, "rank -1 is outside 0..3");
     CHECK_ERR(cohort_comm_create(0, 2, NULL, &untouched), BAD, "no store");
     CHECK_OK(cohort_comm_options_create(&o));

@@ -354,7 +354,7 @@ class SingleRank(unittest.TestCase):
             cohort.Communicator(0, 1, timeout=0)
         with self.assertRaisesRegex(cohort.InvalidArgument, "unknown scheme"):
             cohort.Communicator(0, 2, "ftp://x", connect_timeout=1)
-        with self.assertRaisesRegex(cohort.InvalidArgument, "bytes must be at least 1"):
+        with self.assertRaisesRegex(cohort.InvalidArgument, "fusion_threshold must be at least 1 byte"):
             cohort.Communicator(0, 1, fusion_threshold=0)
 
 

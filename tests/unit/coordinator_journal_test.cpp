@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -495,6 +496,126 @@ TEST(CoordinatorJournal, SurvivesKillNineMidCommit) {
         d.state().store_add("j", 1, "count", -1000, 3);
         d.commit();
     }
+}
+
+// With a writer thread commit() only queues; the writer reports durable
+// sequence numbers in order, the last one is queued_seq(), and a reopen
+// finds exactly the state. A snapshot is written by the writer too.
+TEST(CoordinatorJournal, WriterThreadGroupsCommits) {
+    TempDir dir;
+    JournalOptions o = manual_snapshots();
+    DurableState d = DurableState::open(dir.path(), o);
+    std::mutex mutex;
+    std::vector<uint64_t> reported;
+    d.start_writer([&](uint64_t seq, std::exception_ptr failure) {
+        EXPECT_FALSE(failure);
+        std::lock_guard lock(mutex);
+        reported.push_back(seq);
+    });
+    d.state().create_job("j", JobSettings{}, 1);
+    Node n;
+    n.id = "a";
+    d.state().join("j", n, 1);
+    d.commit();
+    constexpr int kCommits = 500;
+    for (int i = 0; i < kCommits; ++i) {
+        d.state().store_set("j", 1, "k" + std::to_string(i), std::string(100, 'v'), 2);
+        d.commit();
+    }
+    d.snapshot();
+    d.state().store_set("j", 1, "after-the-snapshot", "x", 3);
+    d.commit();
+    d.flush();
+    const uint64_t last = d.queued_seq();
+    {
+        std::lock_guard lock(mutex);
+        ASSERT_FALSE(reported.empty());
+        EXPECT_TRUE(std::is_sorted(reported.begin(), reported.end()));
+        EXPECT_EQ(reported.back(), last);
+    }
+    const JournalStats stats = d.stats();
+    EXPECT_EQ(stats.last_seq, last);
+    EXPECT_EQ(stats.snapshots, 1u);
+    EXPECT_EQ(stats.snapshot_seq, last - 1);
+    EXPECT_LE(stats.syncs, uint64_t(kCommits) + 3);
+    EXPECT_FALSE(stats.unsynced);
+    EXPECT_FALSE(d.sync_deadline());
+    EXPECT_TRUE(fs::exists(dir.path() / fmt::format("snapshot-{:020}.json", last - 1)));
+    const std::string expected = text_of(d.state());
+    d = DurableState::open(dir.path() / "elsewhere", o);  // stops the writer, drains its queue
+    EXPECT_EQ(text_of(DurableState::open(dir.path(), o).state()), expected);
+}
+
+// An answer waits for every queued event but heartbeats: a heartbeat's
+// record lost in a power loss is one a restart's resume() makes moot.
+TEST(CoordinatorJournal, AnswersWaitForEverythingButHeartbeats) {
+    TempDir dir;
+    DurableState d = DurableState::open(dir.path(), manual_snapshots());
+    d.state().create_job("j", JobSettings{}, 1);
+    Node n;
+    n.id = "a";
+    d.state().join("j", n, 1);
+    d.commit();
+    d.start_writer([](uint64_t, std::exception_ptr) {});
+    const uint64_t joined = d.queued_seq();
+    EXPECT_EQ(d.answer_seq(), joined);
+    d.state().heartbeat("j", "a", 0, std::nullopt, 2);
+    d.commit();
+    EXPECT_EQ(d.queued_seq(), joined + 1);
+    EXPECT_EQ(d.answer_seq(), joined);
+    d.state().store_set("j", 1, "k", "v", 3);
+    d.state().heartbeat("j", "a", 0, std::nullopt, 3);
+    d.commit();
+    EXPECT_EQ(d.queued_seq(), joined + 3);
+    EXPECT_EQ(d.answer_seq(), joined + 2);
+    d.flush();
+    EXPECT_EQ(d.stats().last_seq, joined + 3);  // heartbeats are journaled all the same
+}
+
+// A child commits through the writer thread and reports each sequence
+// number the writer calls durable; after SIGKILL every reported one is on
+// disk.
+TEST(CoordinatorJournal, WriterThreadLosesNothingReportedDurable) {
+    TempDir dir;
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    JournalOptions o;
+    o.snapshot_every = 211;
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        ::close(fds[0]);
+        try {
+            DurableState d = DurableState::open(dir.path(), o);
+            d.state().create_job("j", JobSettings{}, 1);
+            Node n;
+            n.id = "a";
+            d.state().join("j", n, 1);
+            d.commit();
+            d.start_writer([&](uint64_t seq, std::exception_ptr failure) {
+                if (failure || ::write(fds[1], &seq, sizeof seq) != sizeof seq) ::_exit(3);
+            });
+            for (int64_t i = 0;; ++i) {
+                d.state().store_add("j", 1, "count", 1, 2);
+                d.commit();
+            }
+        } catch (...) {
+            ::_exit(2);
+        }
+    }
+    ::close(fds[1]);
+    uint64_t durable = 0, seq = 0;
+    while (durable < 2000 && ::read(fds[0], &seq, sizeof seq) == sizeof seq) durable = seq;
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    while (::read(fds[0], &seq, sizeof seq) == sizeof seq) durable = std::max(durable, seq);
+    ::close(fds[0]);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the child stopped by itself with status " << status;
+    ASSERT_GE(durable, 2000u);
+    DurableState d = DurableState::open(dir.path(), o);
+    EXPECT_GE(d.stats().last_seq, durable);
+    EXPECT_TRUE(d.state().store_get("j", 1, "count").has_value());
 }
 
 }  // namespace

@@ -242,5 +242,43 @@ TEST(DescribeFailure, QuotesStderrElseStdout) {
     EXPECT_EQ(format_seconds(0.25), "0.25");
 }
 
+// spawn_process, the one posix_spawn wrapper (run_with_deadline and the
+// local scheduler's workers): its own process group, the environment and
+// directory asked for, a signal the parent ignores back at its default, and
+// a program that cannot start reported as an errno, not a child.
+TEST(SpawnProcess, StartsInItsOwnGroupWithTheGivenSetup) {
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const auto old = std::signal(SIGTERM, SIG_IGN);
+    SpawnRequest request;
+    request.argv = {"sh", "-c",
+                    "echo \"$(pwd) $COHORT_SPAWN_TEST $(ps -o pgid= -p $$ | tr -d ' ') $$\"; "
+                    "kill -TERM $$; echo survived"};
+    request.env = {"COHORT_SPAWN_TEST=here", "PATH=" + std::string(std::getenv("PATH"))};
+    request.cwd = "/";
+    request.stdout_fd = fds[1];
+    const Spawned spawned = spawn_process(request);
+    std::signal(SIGTERM, old);
+    ::close(fds[1]);
+    ASSERT_GT(spawned.pid, 0);
+    EXPECT_EQ(spawned.error, 0);
+    std::string out;
+    char buffer[256];
+    for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
+    ::close(fds[0]);
+    int status = 0;
+    ASSERT_EQ(::waitpid(spawned.pid, &status, 0), spawned.pid);
+    const std::string pid = std::to_string(spawned.pid);
+    EXPECT_EQ(out, "/ here " + pid + " " + pid + "\n") << out;
+    ASSERT_TRUE(WIFSIGNALED(status)) << out;  // SIGTERM was at its default again
+    EXPECT_EQ(WTERMSIG(status), SIGTERM);
+
+    SpawnRequest missing;
+    missing.argv = {"cohort-no-such-program-anywhere"};
+    const Spawned failed = spawn_process(missing);
+    EXPECT_EQ(failed.pid, -1);
+    EXPECT_EQ(failed.error, ENOENT);
+}
+
 }  // namespace
 }  // namespace cohort::detail

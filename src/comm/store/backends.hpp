@@ -4,6 +4,8 @@
 
 #include <cohort/store.hpp>
 
+#include "core/deadline.hpp"  // deadline_after: the one clamp for every wait
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -24,9 +26,6 @@ void check_key(std::string_view address, std::string_view key);
 void check_value(std::string_view address, std::string_view key, std::string_view value);
 // add() keeps integers as decimal text; empty for anything else.
 std::optional<int64_t> parse_stored_integer(std::string_view text);
-// Now plus `timeout`, which is clamped to 0..30 days first so that a
-// "forever" such as milliseconds::max() cannot overflow the clock.
-std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout);
 // "250 ms", "5 s", "1.5 s".
 std::string format_duration(std::chrono::milliseconds d);
 // "'a', 'b'" (at most a handful, then "and N more").

@@ -45,11 +45,6 @@ std::optional<int64_t> parse_stored_integer(std::string_view text) {
     return v;
 }
 
-std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout) {
-    const auto bounded = std::clamp<int64_t>(timeout.count(), 0, store_protocol::kMaxTimeoutMs);
-    return std::chrono::steady_clock::now() + std::chrono::milliseconds(bounded);
-}
-
 std::string format_duration(std::chrono::milliseconds d) {
     const auto ms = d.count();
     if (ms < 1000) return fmt::format("{} ms", ms);

@@ -21,11 +21,6 @@ namespace ip = boost::asio::ip;
 
 namespace {
 
-std::string env(const char* name) {
-    const char* value = std::getenv(name);
-    return value ? value : "";
-}
-
 ip::address resolve(const std::string& host, const std::string& what) {
     boost::system::error_code ec;
     const auto direct = ip::make_address(host, ec);
@@ -108,13 +103,9 @@ bool split_host_port(const std::string& text, std::string& host, std::string& po
     return true;
 }
 
-ListenAddress choose_listen_address(const std::string& address, const std::string& ifname,
-                                    const std::string& store_host) {
-    std::string explicit_address = address, source = "the address option";
-    if (explicit_address.empty() && !env("COHORT_SOCKET_ADDR").empty()) {
-        explicit_address = env("COHORT_SOCKET_ADDR");
-        source = "COHORT_SOCKET_ADDR";
-    }
+ListenAddress choose_listen_address(const Setting& address, const Setting& ifname, const std::string& store_host) {
+    const std::string& explicit_address = address.value;
+    const std::string& source = address.source;
     if (!explicit_address.empty()) {
         std::string host, port;
         if (!split_host_port(explicit_address, host, port) || host.empty())
@@ -132,9 +123,7 @@ ListenAddress choose_listen_address(const std::string& address, const std::strin
         }
         return out;
     }
-    if (!ifname.empty()) return from_interface(ifname, "interface option " + ifname);
-    if (const std::string name = env("COHORT_SOCKET_IFNAME"); !name.empty())
-        return from_interface(name, "COHORT_SOCKET_IFNAME=" + name);
+    if (!ifname.value.empty()) return from_interface(ifname.value, ifname.source);
     if (!store_host.empty()) {
         boost::system::error_code ec;
         auto target = ip::make_address(store_host, ec);

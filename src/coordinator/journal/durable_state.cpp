@@ -1,11 +1,18 @@
-// DurableState: commits to the journal, batched fsync, snapshots and the
-// retention of old files.
+// DurableState: commits to the journal, batched fsync, the writer thread's
+// group commit, snapshots and the retention of old files.
 #include "coordinator/journal/durable_state.hpp"
 
 #include "coordinator/journal/record.hpp"
 #include "coordinator/journal/recovery.hpp"
 
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 #include <utility>
+#include <variant>
+
+#include <pthread.h>
 
 #include <fmt/format.h>
 
@@ -27,6 +34,29 @@ void guarded(bool& broken, F&& f) {
 }
 
 }  // namespace
+
+// One commit's events, or a snapshot of the state after event `seq`.
+struct DurableState::Batch {
+    std::vector<Event> events;
+    bool snapshot = false;
+    uint64_t seq = 0;
+};
+
+struct DurableState::Writer {
+    std::mutex mutex;
+    std::condition_variable wake;  // the writer: work, or stop
+    std::condition_variable idle;  // flush(): the queue is drained
+    std::deque<Batch> queue;
+    bool busy = false;
+    bool stop = false;
+    std::exception_ptr failure;
+    DurableCallback on_durable;
+    // The writer's own copy of the state, kept current by applying each
+    // event it journals (replay gives the same state, snapshot for
+    // snapshot): snapshots are taken from it, off the caller's thread.
+    CoordinatorState replica;
+    std::thread thread;
+};
 
 DurableState DurableState::open(const fs::path& dir, JournalOptions options, std::function<void(std::string)> warn) {
     if (options.keep < 1) {
@@ -51,13 +81,32 @@ DurableState DurableState::open(const fs::path& dir, JournalOptions options, std
     const bool fresh = !recovered.last_journal;
     out.segment_ = journal::AppendFile(journal::journal_path(dir, out.segment_base_));
     if (fresh) journal::sync_directory(dir);
+    out.queued_seq_ = out.answer_seq_ = out.stats_.last_seq;
+    out.queued_snapshot_seq_ = out.stats_.snapshot_seq;
+    out.queued_snapshot_ = out.has_snapshot_;
     return out;
 }
 
-DurableState::DurableState(DurableState&& other) noexcept = default;
+// Only before start_writer(): the writer thread holds `this`.
+DurableState::DurableState(DurableState&& other) noexcept
+    : dir_(std::move(other.dir_)),
+      options_(other.options_),
+      warn_(std::move(other.warn_)),
+      state_(std::move(other.state_)),
+      segment_(std::move(other.segment_)),
+      segment_base_(other.segment_base_),
+      has_snapshot_(other.has_snapshot_),
+      unsynced_since_(std::exchange(other.unsynced_since_, std::nullopt)),
+      broken_(other.broken_),
+      stats_(other.stats_),
+      queued_seq_(other.queued_seq_),
+      answer_seq_(other.answer_seq_),
+      queued_snapshot_seq_(other.queued_snapshot_seq_),
+      queued_snapshot_(other.queued_snapshot_) {}
 
 DurableState& DurableState::operator=(DurableState&& other) noexcept {
     if (this != &other) {
+        stop_writer();
         sync_quietly();
         dir_ = std::move(other.dir_);
         options_ = other.options_;
@@ -69,12 +118,108 @@ DurableState& DurableState::operator=(DurableState&& other) noexcept {
         unsynced_since_ = std::exchange(other.unsynced_since_, std::nullopt);
         broken_ = other.broken_;
         stats_ = other.stats_;
+        queued_seq_ = other.queued_seq_;
+        answer_seq_ = other.answer_seq_;
+        queued_snapshot_seq_ = other.queued_snapshot_seq_;
+        queued_snapshot_ = other.queued_snapshot_;
     }
     return *this;
 }
 
 DurableState::~DurableState() {
+    stop_writer();
     sync_quietly();
+}
+
+void DurableState::start_writer(DurableCallback on_durable) {
+    if (writer_) return;
+    sync();
+    writer_ = std::make_unique<Writer>();
+    writer_->on_durable = std::move(on_durable);
+    writer_->replica = state_;
+    writer_->thread = std::thread([this] { run_writer(); });
+    ::pthread_setname_np(writer_->thread.native_handle(), "cohort-journal");
+}
+
+// The writer drains the queue before it stops: a clean stop loses nothing.
+void DurableState::stop_writer() noexcept {
+    if (!writer_) return;
+    {
+        std::lock_guard lock(writer_->mutex);
+        writer_->stop = true;
+    }
+    writer_->wake.notify_one();
+    writer_->thread.join();
+    writer_.reset();
+}
+
+void DurableState::queue(Batch batch) {
+    uint64_t answer = answer_seq_;
+    for (std::size_t i = 0; i < batch.events.size(); ++i)
+        if (!std::holds_alternative<event::Heartbeat>(batch.events[i])) answer = queued_seq_ + i + 1;
+    {
+        std::lock_guard lock(writer_->mutex);
+        if (writer_->failure) throw broken_error();
+        writer_->queue.push_back(std::move(batch));
+    }
+    answer_seq_ = answer;
+    writer_->wake.notify_one();
+}
+
+// Group commit: everything queued while the last batch was written and
+// fsynced goes out in one write(2) and one fsync.
+void DurableState::run_writer() {
+    Writer& w = *writer_;
+    std::unique_lock lock(w.mutex);
+    for (;;) {
+        w.wake.wait(lock, [&] { return w.stop || !w.queue.empty(); });
+        if (w.queue.empty()) return;  // stopping, and drained
+        std::deque<Batch> batches;
+        batches.swap(w.queue);
+        w.busy = true;
+        lock.unlock();
+        std::exception_ptr failure;
+        uint64_t durable = 0;
+        try {
+            std::vector<Event> events;
+            const auto flush_events = [&] {
+                if (events.empty()) return;
+                append(events, Clock::now());
+                for (const Event& e : events) w.replica.apply(e);
+                events.clear();
+                sync_segment();
+                durable = stats_.last_seq;
+            };
+            for (Batch& b : batches) {
+                if (b.snapshot) {
+                    flush_events();
+                    write_snapshot(b.seq, w.replica.snapshot());
+                } else {
+                    std::move(b.events.begin(), b.events.end(), std::back_inserter(events));
+                }
+            }
+            flush_events();
+        } catch (...) {
+            failure = std::current_exception();
+        }
+        // Told outside the lock: the callback may take its own.
+        if (durable > 0 && w.on_durable) w.on_durable(durable, nullptr);
+        if (failure && w.on_durable) w.on_durable(0, failure);
+        lock.lock();
+        w.busy = false;
+        if (failure) {
+            w.failure = failure;
+            w.queue.clear();  // never reported durable
+        }
+        w.idle.notify_all();
+    }
+}
+
+void DurableState::flush() {
+    if (!writer_) return sync();
+    std::unique_lock lock(writer_->mutex);
+    writer_->idle.wait(lock, [&] { return writer_->queue.empty() && !writer_->busy; });
+    if (writer_->failure) throw broken_error();
 }
 
 void DurableState::sync_quietly() noexcept {
@@ -87,22 +232,33 @@ void DurableState::sync_quietly() noexcept {
 }
 
 void DurableState::check_usable() const {
-    if (broken_) {
-        throw Error(Errc::io, fmt::format("the journal in {} is unusable after an earlier I/O error; restart the "
-                                          "coordinator to recover from the directory",
-                                          dir_.string()));
-    }
+    if (broken_) throw broken_error();
+}
+
+Error DurableState::broken_error() const {
+    return Error(Errc::io, fmt::format("the journal in {} is unusable after an earlier I/O error; restart the "
+                                       "coordinator to recover from the directory",
+                                       dir_.string()));
 }
 
 void DurableState::write_pending(Clock::time_point now) {
     check_usable();
     const std::vector<Event> events = state_.take_events();
+    append(events, now);
+    queued_seq_ = answer_seq_ = stats_.last_seq;
+}
+
+void DurableState::append(const std::vector<Event>& events, Clock::time_point now) {
+    check_usable();
     if (events.empty()) return;
     std::string lines;
     uint64_t seq = stats_.last_seq;
     for (const Event& e : events) lines += journal::journal_line(++seq, e);
-    // One write(2) per commit: the kernel has every line once it returns.
+    // One write(2) per commit (per batch with a writer): the kernel has
+    // every line once it returns.
     guarded(broken_, [&] { segment_.write(lines); });
+    std::unique_lock<std::mutex> lock;
+    if (writer_) lock = std::unique_lock(writer_->mutex);
     stats_.last_seq = seq;
     stats_.events += events.size();
     stats_.bytes += lines.size();
@@ -110,21 +266,36 @@ void DurableState::write_pending(Clock::time_point now) {
 }
 
 void DurableState::commit(Clock::time_point now) {
-    write_pending(now);
-    if (options_.fsync_interval.count() == 0 || sync_due(now)) sync();
-    if (options_.snapshot_every > 0 && stats_.last_seq - stats_.snapshot_seq >= options_.snapshot_every) snapshot();
+    if (writer_) {
+        std::vector<Event> events = state_.take_events();
+        if (!events.empty()) {
+            const uint64_t count = events.size();
+            queue(Batch{std::move(events), false, 0});
+            queued_seq_ += count;
+        }
+    } else {
+        write_pending(now);
+        if (options_.fsync_interval.count() == 0 || sync_due(now)) sync();
+    }
+    if (options_.snapshot_every > 0 && queued_seq_ - queued_snapshot_seq_ >= options_.snapshot_every) snapshot();
 }
 
 void DurableState::sync() {
+    if (!writer_) sync_segment();
+}
+
+void DurableState::sync_segment() {
     check_usable();
     if (!unsynced_since_) return;
     guarded(broken_, [&] { segment_.sync(); });
+    std::unique_lock<std::mutex> lock;
+    if (writer_) lock = std::unique_lock(writer_->mutex);
     unsynced_since_.reset();
     ++stats_.syncs;
 }
 
 std::optional<DurableState::Clock::time_point> DurableState::sync_deadline() const {
-    if (!unsynced_since_) return std::nullopt;
+    if (writer_ || !unsynced_since_) return std::nullopt;
     return *unsynced_since_ + options_.fsync_interval;
 }
 
@@ -134,16 +305,34 @@ bool DurableState::sync_due(Clock::time_point now) const {
 }
 
 void DurableState::snapshot() {
+    if (writer_) {
+        // Queued after the events it holds: the writer syncs them first.
+        std::vector<Event> events = state_.take_events();
+        if (!events.empty()) {
+            const uint64_t count = events.size();
+            queue(Batch{std::move(events), false, 0});
+            queued_seq_ += count;
+        }
+        if (queued_snapshot_ && queued_snapshot_seq_ == queued_seq_) return;
+        queue(Batch{{}, true, queued_seq_});
+        queued_snapshot_ = true;
+        queued_snapshot_seq_ = queued_seq_;
+        return;
+    }
     // The snapshot never holds what the journal lacks.
     write_pending(Clock::now());
     if (has_snapshot_ && stats_.snapshot_seq == stats_.last_seq) return;
-    const uint64_t seq = stats_.last_seq;
+    write_snapshot(stats_.last_seq, state_.snapshot());
+    queued_snapshot_ = true;
+    queued_snapshot_seq_ = stats_.snapshot_seq;
+}
+
+void DurableState::write_snapshot(uint64_t seq, const boost::json::value& state) {
     guarded(broken_, [&] {
         // The journal that ends here goes to disk first: with the previous
         // snapshot it is the way back should this snapshot ever be damaged.
-        sync();
-        journal::replace_file_durably(journal::snapshot_path(dir_, seq),
-                                      journal::snapshot_text(seq, state_.snapshot()));
+        sync_segment();
+        journal::replace_file_durably(journal::snapshot_path(dir_, seq), journal::snapshot_text(seq, state));
         if (segment_base_ != seq) {
             segment_ = journal::AppendFile(journal::journal_path(dir_, seq));
             segment_base_ = seq;
@@ -151,8 +340,12 @@ void DurableState::snapshot() {
         }
     });
     has_snapshot_ = true;
-    stats_.snapshot_seq = seq;
-    ++stats_.snapshots;
+    {
+        std::unique_lock<std::mutex> lock;
+        if (writer_) lock = std::unique_lock(writer_->mutex);
+        stats_.snapshot_seq = seq;
+        ++stats_.snapshots;
+    }
     prune();
 }
 
@@ -176,6 +369,8 @@ void DurableState::prune() {
 }
 
 JournalStats DurableState::stats() const {
+    std::unique_lock<std::mutex> lock;
+    if (writer_) lock = std::unique_lock(writer_->mutex);
     JournalStats out = stats_;
     out.unsynced = unsynced_since_.has_value();
     return out;

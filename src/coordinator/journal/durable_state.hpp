@@ -61,8 +61,27 @@
 // the state, starts a new journal, and deletes the snapshots beyond the
 // newest `keep` together with the journals before the oldest one kept.
 //
-// Not thread-safe: one strand owns a DurableState. After open(), the server
-// calls state().resume(now) and commit() so the outage counts as nobody's
+// Group commit (start_writer)
+// ---------------------------
+// A server must not block its I/O thread on write(2), fsync or a snapshot.
+// After start_writer() commit() only hands the new events to a writer
+// thread and returns; the writer takes every commit queued so far as one
+// batch, writes it with one write(2), fsyncs once, and then reports the last
+// sequence number of the batch as durable. Commits that arrive while it
+// writes and fsyncs wait for the next batch, so under load one fsync covers
+// many commits. A reply goes out only once the writer has reported
+// answer_seq() durable: every event queued before it, except that a reply
+// need not wait for heartbeats (see answer_seq). The writer keeps its own
+// copy of the state by applying each event it journals, so snapshot() only
+// queues a marker: the writer builds, writes and fsyncs the snapshot from
+// its copy, after the events before it are synced, and the caller's thread
+// does none of it. An I/O error is reported once, through the
+// same callback, and leaves the object broken as above: nothing reported
+// durable is lost, and nothing queued after it is ever reported durable.
+//
+// One strand owns a DurableState and its state(); with a writer, stats()
+// may be read from any thread. After open(), the server calls
+// state().resume(now) and commit() so the outage counts as nobody's
 // silence.
 #pragma once
 
@@ -71,15 +90,18 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 namespace cohort::coord {
 
 struct JournalOptions {
-    // The longest a committed event waits for fsync; 0: fsync every commit.
+    // Without a writer thread: the longest a committed event waits for
+    // fsync; 0: fsync every commit. With one, every batch is fsynced.
     std::chrono::milliseconds fsync_interval{10};
     // Events between automatic snapshots; 0: only when snapshot() is called.
     uint64_t snapshot_every = 10000;
@@ -100,6 +122,9 @@ struct JournalStats {
 class DurableState {
 public:
     using Clock = std::chrono::steady_clock;
+    // From the writer thread: every event up to `seq` is on disk; or, with
+    // `failure` set, the write or fsync failed and the journal is broken.
+    using DurableCallback = std::function<void(uint64_t seq, std::exception_ptr failure)>;
 
     // Loads the directory (creating it if missing), as described above.
     // `warn` hears about torn lines dropped and leftovers removed.
@@ -112,20 +137,42 @@ public:
     DurableState& operator=(DurableState&& other) noexcept;
     DurableState(const DurableState&) = delete;
     DurableState& operator=(const DurableState&) = delete;
-    // Fsyncs what is still unsynced, ignoring errors.
+    // Drains the writer's queue, if there is a writer, and fsyncs what is
+    // still unsynced, ignoring errors.
     ~DurableState();
+
+    // Starts the writer thread (named cohort-journal), after fsyncing what
+    // is committed so far; from then on commit() and snapshot() queue, and
+    // `on_durable` hears about each synced batch. The object must not move
+    // afterwards.
+    void start_writer(DurableCallback on_durable);
+    // The sequence number of the newest event commit() has taken: once it
+    // is reported durable, so is everything committed before.
+    uint64_t queued_seq() const { return queued_seq_; }
+    // What an answer must wait for: the newest queued event other than a
+    // heartbeat. A heartbeat's record (its time, its metrics) that a power
+    // loss takes is one nobody can miss: the restart's resume() starts every
+    // heartbeat clock again, so it makes no member fail and decides nothing;
+    // heartbeats, most of a big job's traffic, are then answered without
+    // waiting for the disk. They are still journaled, in order.
+    uint64_t answer_seq() const { return answer_seq_; }
+    // Waits until the writer has written and synced everything queued;
+    // Error(io) if it failed. Without a writer: sync().
+    void flush();
 
     CoordinatorState& state() { return state_; }
     const CoordinatorState& state() const { return state_; }
 
     // Journals the events the state's commands produced since the last
-    // commit (take_events()). Error(io) leaves this object broken: every
+    // commit (take_events()); with a writer, queues them (see above).
+    // Error(io) leaves this object broken: every
     // later call throws, and the coordinator must restart from the
     // directory (its in-memory state may be ahead of the journal).
     void commit(Clock::time_point now = Clock::now());
-    // Committed events reach the disk.
+    // Committed events reach the disk (with a writer: nothing to do).
     void sync();
-    // When sync() is due; empty when nothing waits for an fsync.
+    // When sync() is due; empty when nothing waits for an fsync (always,
+    // with a writer).
     std::optional<Clock::time_point> sync_deadline() const;
     bool sync_due(Clock::time_point now) const;
     // Writes a snapshot of the state (after commit()ting pending events),
@@ -136,11 +183,23 @@ public:
     JournalStats stats() const;
 
 private:
+    struct Writer;
+    struct Batch;
+
     DurableState() = default;
     void check_usable() const;
+    Error broken_error() const;
+    void sync_segment();
     void write_pending(Clock::time_point now);
+    // The file side, shared by both modes; with a writer, only the writer
+    // thread calls these.
+    void append(const std::vector<Event>& events, Clock::time_point now);
+    void write_snapshot(uint64_t seq, const boost::json::value& state);
     void sync_quietly() noexcept;
     void prune();
+    void queue(Batch batch);
+    void run_writer();
+    void stop_writer() noexcept;
 
     std::filesystem::path dir_;
     JournalOptions options_;
@@ -151,7 +210,13 @@ private:
     bool has_snapshot_ = false;
     std::optional<Clock::time_point> unsynced_since_;
     bool broken_ = false;
-    JournalStats stats_;
+    JournalStats stats_;  // with a writer, guarded by its mutex
+    std::unique_ptr<Writer> writer_;
+    // What the caller has queued; mirrors stats_ while there is no writer.
+    uint64_t queued_seq_ = 0;
+    uint64_t answer_seq_ = 0;
+    uint64_t queued_snapshot_seq_ = 0;
+    bool queued_snapshot_ = false;
 };
 
 }  // namespace cohort::coord

@@ -1,6 +1,7 @@
 // Coordinator: binding, the io thread, accepting connections, the tick that
 // lets time-driven changes happen (failures, rounds, timeouts, lease
-// expiry), the journal when there is a data directory, and shutting down.
+// expiry), the journal when there is a data directory (answers wait for its
+// writer thread's fsync), and shutting down.
 #include "coordinator/server/server.hpp"
 
 #include "core/accept_loop.hpp"
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -107,6 +109,11 @@ Coordinator::Impl::Impl(CoordinatorOptions opts)
         // again now, and that restart is journaled too.
         state.resume(now());
         durable->commit();
+        // From here on the I/O thread never writes, fsyncs or snapshots.
+        durable->start_writer([this](uint64_t seq, std::exception_ptr failure) {
+            asio::post(io, [this, seq, failure] { on_durable(seq, failure); });
+        });
+        durable_seq = durable->queued_seq();  // start_writer synced it
     }
 }
 
@@ -215,17 +222,16 @@ void Coordinator::Impl::tick_by(double deadline) {
 
 void Coordinator::Impl::changed(std::string_view job) {
     if (durable) {
-        // Written to the kernel before the caller replies: a kill -9 from
-        // here on loses nothing. A write that fails leaves the journal
-        // unusable; clients get 503 and retry until an operator restarts
-        // the coordinator, which recovers from the directory.
+        // Queued for the writer; answer() holds the caller's reply until it
+        // is synced. A write that fails leaves the journal unusable; clients
+        // get 503 and retry until an operator restarts the coordinator,
+        // which recovers from the directory.
         try {
             durable->commit();
         } catch (const Error& e) {
             if (e.code() != Errc::io) throw;
             throw Error(Errc::unavailable, fmt::format("the coordinator cannot save changes: {}", e.what()));
         }
-        schedule_sync();
     } else {
         state.take_events();
     }
@@ -240,24 +246,35 @@ void Coordinator::Impl::changed(std::string_view job) {
     std::erase_if(parked, [](const auto& entry) { return entry.second.reads.empty(); });
 }
 
-void Coordinator::Impl::schedule_sync() {
-    if (sync_armed || stopping) return;
-    const auto deadline = durable->sync_deadline();
-    if (!deadline) return;
-    sync_armed = true;
-    syncer.expires_at(*deadline);
-    syncer.async_wait([this](error_code ec) {
-        sync_armed = false;
-        if (ec || stopping) return;
+void Coordinator::Impl::answer(const std::shared_ptr<HttpSession>& session, Response response) {
+    // After a failure nothing more becomes durable; changes are refused
+    // (503) and reads answer at once, as they would without a journal.
+    if (!durable || durable->answer_seq() <= durable_seq || !journal_failure.empty()) {
+        session->send(std::move(response));
+        return;
+    }
+    held.push_back({durable->answer_seq(), session, std::move(response)});
+}
+
+void Coordinator::Impl::on_durable(uint64_t seq, std::exception_ptr failure) {
+    if (failure) {
         try {
-            // A commit since may have synced, or moved the deadline.
-            if (durable->sync_due(coord::DurableState::Clock::now())) durable->sync();
+            std::rethrow_exception(failure);
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "cohort-coordinator: journal: %s\n", e.what());
-            return;
+            journal_failure = e.what();
         }
-        schedule_sync();
-    });
+        std::fprintf(stderr, "cohort-coordinator: journal: %s\n", journal_failure.c_str());
+        // Not durable, so not acknowledged: the clients retry.
+        const Error refused(Errc::unavailable, fmt::format("the coordinator cannot save changes: {}", journal_failure));
+        for (auto& h : std::exchange(held, {})) h.session->send(coord::server::error_response(refused));
+        return;
+    }
+    durable_seq = std::max(durable_seq, seq);
+    while (!held.empty() && held.front().seq <= durable_seq) {
+        coord::server::HeldReply h = std::move(held.front());
+        held.pop_front();
+        h.session->send(std::move(h.response));
+    }
 }
 
 void Coordinator::Impl::shutdown() {
@@ -267,11 +284,11 @@ void Coordinator::Impl::shutdown() {
     acceptor.close(ignored);
     accept_retry.cancel();
     ticker.cancel();
-    syncer.cancel();
     if (durable) {
         // A clean stop leaves a snapshot, so the next start replays nothing.
         try {
             durable->snapshot();
+            durable->flush();
         } catch (const std::exception& e) {
             std::fprintf(stderr, "cohort-coordinator: cannot write the final snapshot: %s\n", e.what());
         }
@@ -283,6 +300,7 @@ void Coordinator::Impl::shutdown() {
         }
     }
     parked.clear();
+    held.clear();  // their connections close: the journal never got to say
     const auto open = sessions;
     for (const auto& session : open) session->close();
     sessions.clear();

@@ -1,7 +1,9 @@
 // The coordinator server's insides, shared by server.cpp (lifecycle, ticks,
 // accepting), session.cpp (one HTTP connection), routes.cpp and
 // store_routes.cpp (what each request does) and metrics.cpp. Everything
-// here runs on the server's one io thread, so nothing needs a lock.
+// here runs on the server's one io thread, so nothing needs a lock; with a
+// data directory the journal's writer thread writes and fsyncs, and tells
+// the io thread (by a post) what is durable.
 #pragma once
 
 #include "coordinator/journal/durable_state.hpp"
@@ -24,6 +26,8 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -68,6 +72,14 @@ struct WorldCache {
     std::string peers;  // JSON text of the array
 };
 
+// An answer held back until the journal has synced the changes made before
+// it (everything up to `seq`).
+struct HeldReply {
+    uint64_t seq = 0;
+    std::shared_ptr<HttpSession> session;
+    Response response;
+};
+
 // An exclusive flock(2) on <data dir>/lock, held for the server's life, so
 // that two coordinators never append to the same journal. Nothing to hold
 // for an empty path. Error(unavailable) when another process holds it.
@@ -108,8 +120,6 @@ struct Coordinator::Impl {
     boost::asio::steady_timer ticker{io};
     bool tick_armed = false;
     double next_health = 0;  // the state's clock
-    boost::asio::steady_timer syncer{io};  // the journal's batched fsync
-    bool sync_armed = false;
     CoordinatorOptions options;
     std::string url;
     uint16_t port = 0;
@@ -124,6 +134,11 @@ struct Coordinator::Impl {
     std::optional<coord::DurableState> durable;
     coord::CoordinatorState memory_state;
     coord::CoordinatorState& state;
+    // What the journal's writer has reported synced; the answers waiting for
+    // it, oldest (lowest seq) first; why it stopped, once it failed.
+    uint64_t durable_seq = 0;
+    std::deque<coord::server::HeldReply> held;
+    std::string journal_failure;
 
     std::unordered_set<std::shared_ptr<HttpSession>> sessions;
     std::map<std::string, coord::server::ParkedList, std::less<>> parked;  // by job
@@ -140,12 +155,18 @@ struct Coordinator::Impl {
     // last call that ends sooner than the armed tick.
     void tick_by(double deadline);
     void shutdown();
-    // After a change to `state`, before any reply: commits its events to
+    // After a change to `state`, before any reply: queues its events for
     // the journal (or drops them without one), then rechecks the parked
     // reads of `job` (all jobs when empty).
     void changed(std::string_view job);
-    // Arms `syncer` for the journal's next fsync deadline, if any.
-    void schedule_sync();
+    // Every answer goes through here: it is sent once the journal holds
+    // every change made so far (heartbeats aside: DurableState::answer_seq),
+    // at once without a data directory, so no client hears of a change a
+    // crash could still undo.
+    void answer(const std::shared_ptr<HttpSession>& session, Response response);
+    // On the io thread, from the journal's writer: `seq` is durable, or the
+    // journal failed and the held answers become 503s.
+    void on_durable(uint64_t seq, std::exception_ptr failure);
 
     // routes.cpp: the answer now, or nothing when the request was parked
     // (the session gets its answer later).

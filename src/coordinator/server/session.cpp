@@ -68,6 +68,11 @@ void HttpSession::on_read(beast::error_code ec) {
 
 void HttpSession::reply(Response response) {
     if (closed_) return;
+    server_.answer(shared_from_this(), std::move(response));
+}
+
+void HttpSession::send(Response response) {
+    if (closed_) return;
     ++server_.responses[std::min<std::size_t>(response.status / 100, server_.responses.size() - 1)];
     response_ = {};
     response_.version(version_);

@@ -13,9 +13,12 @@ public:
     HttpSession(Coordinator::Impl& server, boost::asio::ip::tcp::socket socket);
 
     void start() { read_request(); }
-    // The answer to the current request; then the next request is read
+    // The answer to the current request, once the journal holds what it
+    // depends on (Coordinator::Impl::answer); then the next request is read
     // (keep-alive) or the connection ends.
     void reply(Response response);
+    // Sends the answer now.
+    void send(Response response);
     void close();
 
 private:

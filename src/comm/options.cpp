@@ -1,0 +1,86 @@
+// CommOptions: its environment defaults (the one place cohort reads them)
+// and the checks of its ranges.
+#include <cohort/communicator.hpp>
+#include <cohort/error.hpp>
+
+#include "core/deadline.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <string>
+
+namespace cohort {
+
+namespace {
+
+constexpr int64_t kMaxSpinUs = 1000000;
+
+const char* env(const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+std::chrono::microseconds spin_from_env(const char* text) {
+    const std::string_view value(text);
+    int64_t us = -1;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), us);
+    if (ec != std::errc() || end != value.data() + value.size() || us < 0 || us > kMaxSpinUs) {
+        throw Error(Errc::invalid_argument,
+                    fmt::format("COHORT_SPIN_US='{}': expected a whole number of microseconds from 0 to {} (the "
+                                "default is 50); unset it or fix it",
+                                value, kMaxSpinUs));
+    }
+    return std::chrono::microseconds(us);
+}
+
+}  // namespace
+
+CommOptions with_env_defaults(CommOptions options) {
+    if (options.secret.empty())
+        if (const char* s = env("COHORT_SECRET")) options.secret = s;
+    if (options.address.empty())
+        if (const char* a = env("COHORT_SOCKET_ADDR")) options.address = a;
+    if (options.ifname.empty())
+        if (const char* i = env("COHORT_SOCKET_IFNAME")) options.ifname = i;
+    if (const char* d = env("COHORT_DIRECT_COPY")) {
+        const std::string_view value(d);
+        if (value == "0")
+            options.direct_copy = false;
+        else if (value != "1")
+            throw Error(Errc::invalid_argument,
+                        fmt::format("COHORT_DIRECT_COPY='{}': expected 0 (copies between processes of one machine "
+                                    "go over TCP) or 1 (the default: direct copies where both sides may)",
+                                    value));
+    }
+    if (!options.spin) options.spin = spin_from_env(env("COHORT_SPIN_US") ? env("COHORT_SPIN_US") : "50");
+    return options;
+}
+
+void check_options(const CommOptions& o, bool world) {
+    auto bad = [](std::string what) { throw Error(Errc::invalid_argument, "communicator: " + what); };
+    if (world) {
+        if (o.size < 1) bad(fmt::format("size must be at least 1, not {}", o.size));
+        if (o.rank < 0 || o.rank >= o.size) bad(fmt::format("rank {} is outside 0..{}", o.rank, o.size - 1));
+        if (!o.store && o.store_url.empty() && o.size > 1)
+            bad("no store: give a store URL (tcp://HOST:PORT or file:///DIR) or a Store");
+    }
+    if (o.job_id.empty() || o.job_id.size() > 256)
+        bad(fmt::format("the job id must have 1 to 256 bytes, not {}", o.job_id.size()));
+    const auto longest = kLongestTimeout.count();
+    if (o.timeout.count() <= 0 || o.timeout > kLongestTimeout)
+        bad(fmt::format("the operation timeout must be positive and at most a year ({} ms), not {} ms", longest,
+                        o.timeout.count()));
+    if (o.connect_timeout.count() <= 0 || o.connect_timeout > kLongestTimeout)
+        bad(fmt::format("the connect timeout must be positive and at most a year ({} ms), not {} ms", longest,
+                        o.connect_timeout.count()));
+    if (o.fusion_threshold == 0) bad("fusion_threshold must be at least 1 byte");
+    if (o.max_frame < 4096 || o.max_frame > (std::size_t(256) << 20))
+        bad(fmt::format("max_frame {} is outside 4 KiB..256 MiB (4096..268435456)", o.max_frame));
+    if (o.socket_buffer > (std::size_t(1) << 30)) bad(fmt::format("socket_buffer {} is above 1 GiB", o.socket_buffer));
+    if (o.spin && (o.spin->count() < 0 || o.spin->count() > kMaxSpinUs))
+        bad(fmt::format("spin {} us is outside 0..{} us", o.spin->count(), kMaxSpinUs));
+}
+
+}  // namespace cohort
