@@ -265,14 +265,17 @@ void DurableState::append(const std::vector<Event>& events, Clock::time_point no
     if (!unsynced_since_) unsynced_since_ = now;
 }
 
+void DurableState::queue_events() {
+    std::vector<Event> events = state_.take_events();
+    if (events.empty()) return;
+    const uint64_t count = events.size();
+    queue(Batch{std::move(events), false, 0});
+    queued_seq_ += count;
+}
+
 void DurableState::commit(Clock::time_point now) {
     if (writer_) {
-        std::vector<Event> events = state_.take_events();
-        if (!events.empty()) {
-            const uint64_t count = events.size();
-            queue(Batch{std::move(events), false, 0});
-            queued_seq_ += count;
-        }
+        queue_events();
     } else {
         write_pending(now);
         if (options_.fsync_interval.count() == 0 || sync_due(now)) sync();
@@ -307,12 +310,7 @@ bool DurableState::sync_due(Clock::time_point now) const {
 void DurableState::snapshot() {
     if (writer_) {
         // Queued after the events it holds: the writer syncs them first.
-        std::vector<Event> events = state_.take_events();
-        if (!events.empty()) {
-            const uint64_t count = events.size();
-            queue(Batch{std::move(events), false, 0});
-            queued_seq_ += count;
-        }
+        queue_events();
         if (queued_snapshot_ && queued_snapshot_seq_ == queued_seq_) return;
         queue(Batch{{}, true, queued_seq_});
         queued_snapshot_ = true;

@@ -198,6 +198,8 @@ private:
     void sync_quietly() noexcept;
     void prune();
     void queue(Batch batch);
+    // The state's new events, as one batch for the writer.
+    void queue_events();
     void run_writer();
     void stop_writer() noexcept;
 
