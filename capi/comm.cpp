@@ -3,7 +3,6 @@
 // Communicator checks them again and does the work.
 #include "handles.hpp"
 
-
 #include <fmt/format.h>
 
 #include <chrono>
@@ -29,23 +28,17 @@ namespace {
     throw Error(Errc::invalid_argument, std::move(message));
 }
 
-cohort::DataType check_dtype(int32_t dtype, const char* fn, const char* what = "dtype") {
-    if (!cohort::dtype_valid(static_cast<cohort::DataType>(dtype)))
-        bad(fmt::format("{}: {} {} is not a COHORT_DTYPE_* constant (0..{})", fn, what, dtype, COHORT_DTYPE_UINT8));
-    return static_cast<cohort::DataType>(dtype);
-}
-
-cohort::ReduceOp check_op(int32_t op, const char* fn) {
-    if (!cohort::reduce_op_valid(static_cast<cohort::ReduceOp>(op)))
-        bad(fmt::format("{}: op {} is not a COHORT_OP_* constant (0..{})", fn, op, COHORT_OP_AVG));
-    return static_cast<cohort::ReduceOp>(op);
-}
-
-cohort::Algorithm check_algorithm(int32_t algorithm, const char* fn) {
-    if (algorithm < COHORT_ALGO_AUTO || algorithm > COHORT_ALGO_HIERARCHICAL)
-        bad(fmt::format("{}: algorithm {} is not a COHORT_ALGO_* constant (0..{})", fn, algorithm,
-                        COHORT_ALGO_HIERARCHICAL));
-    return static_cast<cohort::Algorithm>(algorithm);
+// The operations' arguments are checked by the C++ layer, once
+// (cohort::dtype_from and the Communicator's own checks); the C layer only
+// converts what C spells differently and names its function in front of
+// the C++ layer's words.
+template <class Call>
+decltype(auto) named(const char* fn, Call&& call) {
+    try {
+        return call();
+    } catch (const Error& e) {
+        throw Error(e.code(), fmt::format("{}: {}", fn, e.what()));
+    }
 }
 
 // Sets one field through `set` on a copy of the options, which the C++
@@ -87,23 +80,8 @@ std::size_t byte_count(uint64_t count, std::size_t element, const char* fn, cons
     return static_cast<std::size_t>(count) * element;
 }
 
-void require_buffer(const void* pointer, std::size_t bytes, const char* fn, const char* what) {
-    if (pointer == nullptr && bytes > 0)
-        bad(fmt::format("{}: {} must not be NULL when the call covers {} bytes", fn, what, bytes));
-}
-
 void require_comm(const cohort_comm* comm, const char* fn) {
     require(comm, fn, "comm");
-}
-
-int32_t size_of(const cohort_comm* comm) {
-    return comm->impl.size();
-}
-
-void check_root(const cohort_comm* comm, int32_t root, const char* fn) {
-    if (root < 0 || root >= size_of(comm))
-        bad(fmt::format("{}: root {} is outside 0..{} (the communicator has {} ranks)", fn, root, size_of(comm) - 1,
-                        size_of(comm)));
 }
 
 // The arguments of an all-reduce, checked.
@@ -114,22 +92,11 @@ struct Allreduce {
     cohort::CallOptions call;
 };
 
-Allreduce check_allreduce(const cohort_comm* comm, const void* in, const void* out, uint64_t count, int32_t dtype,
-                          int32_t op, int32_t algorithm, double timeout_seconds, const char* fn) {
+Allreduce check_allreduce(const cohort_comm* comm, uint64_t count, int32_t dtype, int32_t op, int32_t algorithm,
+                          double timeout_seconds, const char* fn) {
     require_comm(comm, fn);
-    Allreduce a{to_size(count, fn, "count"), check_dtype(dtype, fn), check_op(op, fn),
-                call_options(timeout_seconds, fn, check_algorithm(algorithm, fn))};
-    const std::size_t bytes = byte_count(count, cohort::dtype_size(a.dtype), fn, "count");
-    require_buffer(in, bytes, fn, "in");
-    require_buffer(out, bytes, fn, "out");
-    const auto* i = static_cast<const std::byte*>(in);
-    const auto* o = static_cast<const std::byte*>(out);
-    if (bytes > 0 && i != o && i < o + bytes && o < i + bytes)
-        bad(
-            fmt::format("{}: in and out overlap without being the same buffer (pass the same pointer twice to "
-                        "reduce in place)",
-                        fn));
-    return a;
+    return Allreduce{to_size(count, fn, "count"), cohort::dtype_from(dtype, fn), cohort::reduce_op_from(op, fn),
+                     call_options(timeout_seconds, fn, cohort::algorithm_from(algorithm, fn))};
 }
 
 struct Broadcast {
@@ -137,13 +104,9 @@ struct Broadcast {
     cohort::CallOptions call;
 };
 
-Broadcast check_broadcast(const cohort_comm* comm, const void* data, uint64_t bytes, int32_t root,
-                          double timeout_seconds, const char* fn) {
+Broadcast check_broadcast(const cohort_comm* comm, uint64_t bytes, double timeout_seconds, const char* fn) {
     require_comm(comm, fn);
-    Broadcast b{to_size(bytes, fn, "bytes"), call_options(timeout_seconds, fn)};
-    require_buffer(data, b.bytes, fn, "data");
-    check_root(comm, root, fn);
-    return b;
+    return Broadcast{to_size(bytes, fn, "bytes"), call_options(timeout_seconds, fn)};
 }
 
 struct Allgather {
@@ -151,24 +114,16 @@ struct Allgather {
     cohort::CallOptions call;
 };
 
-Allgather check_allgather(const cohort_comm* comm, const void* in, const void* out, uint64_t bytes,
-                          double timeout_seconds, const char* fn) {
+Allgather check_allgather(const cohort_comm* comm, uint64_t bytes, double timeout_seconds, const char* fn) {
     require_comm(comm, fn);
-    Allgather g{to_size(bytes, fn, "bytes"), call_options(timeout_seconds, fn)};
-    require_buffer(in, g.bytes, fn, "in");
-    require_buffer(out, byte_count(bytes, static_cast<std::size_t>(size_of(comm)), fn, "bytes"), fn, "out");
-    return g;
+    return Allgather{to_size(bytes, fn, "bytes"), call_options(timeout_seconds, fn)};
 }
 
-Allreduce check_reduce_scatter(const cohort_comm* comm, const void* in, const void* out, uint64_t count, int32_t dtype,
-                               int32_t op, double timeout_seconds, const char* fn) {
+Allreduce check_reduce_scatter(const cohort_comm* comm, uint64_t count, int32_t dtype, int32_t op,
+                               double timeout_seconds, const char* fn) {
     require_comm(comm, fn);
-    Allreduce a{to_size(count, fn, "count"), check_dtype(dtype, fn), check_op(op, fn),
-                call_options(timeout_seconds, fn)};
-    const std::size_t block = byte_count(count, cohort::dtype_size(a.dtype), fn, "count");
-    require_buffer(in, byte_count(block, static_cast<std::size_t>(size_of(comm)), fn, "count"), fn, "in");
-    require_buffer(out, block, fn, "out");
-    return a;
+    return Allreduce{to_size(count, fn, "count"), cohort::dtype_from(dtype, fn), cohort::reduce_op_from(op, fn),
+                     call_options(timeout_seconds, fn)};
 }
 
 void set_text(std::string& field, const char* value, const char* default_value) {
@@ -419,37 +374,37 @@ int cohort_comm_choose(const cohort_comm* comm, uint64_t bytes, int32_t* algorit
 int cohort_comm_allreduce(cohort_comm* comm, const void* in, void* out, uint64_t count, int32_t dtype, int32_t op,
                           int32_t algorithm, double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
-        const auto a = check_allreduce(comm, in, out, count, dtype, op, algorithm, timeout_seconds, fn);
-        comm->impl.allreduce(in, out, a.count, a.dtype, a.op, a.call);
+        const auto a = check_allreduce(comm, count, dtype, op, algorithm, timeout_seconds, fn);
+        named(fn, [&] { comm->impl.allreduce(in, out, a.count, a.dtype, a.op, a.call); });
     });
 }
 
 int cohort_comm_broadcast(cohort_comm* comm, void* data, uint64_t bytes, int32_t root, double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
-        const auto b = check_broadcast(comm, data, bytes, root, timeout_seconds, fn);
-        comm->impl.broadcast(data, b.bytes, root, b.call);
+        const auto b = check_broadcast(comm, bytes, timeout_seconds, fn);
+        named(fn, [&] { comm->impl.broadcast(data, b.bytes, root, b.call); });
     });
 }
 
 int cohort_comm_barrier(cohort_comm* comm, double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
         require_comm(comm, fn);
-        comm->impl.barrier(call_options(timeout_seconds, fn));
+        named(fn, [&] { comm->impl.barrier(call_options(timeout_seconds, fn)); });
     });
 }
 
 int cohort_comm_allgather(cohort_comm* comm, const void* in, void* out, uint64_t bytes, double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
-        const auto g = check_allgather(comm, in, out, bytes, timeout_seconds, fn);
-        comm->impl.allgather(in, out, g.bytes, g.call);
+        const auto g = check_allgather(comm, bytes, timeout_seconds, fn);
+        named(fn, [&] { comm->impl.allgather(in, out, g.bytes, g.call); });
     });
 }
 
 int cohort_comm_reduce_scatter(cohort_comm* comm, const void* in, void* out, uint64_t count, int32_t dtype, int32_t op,
                                double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
-        const auto a = check_reduce_scatter(comm, in, out, count, dtype, op, timeout_seconds, fn);
-        comm->impl.reduce_scatter(in, out, a.count, a.dtype, a.op, a.call);
+        const auto a = check_reduce_scatter(comm, count, dtype, op, timeout_seconds, fn);
+        named(fn, [&] { comm->impl.reduce_scatter(in, out, a.count, a.dtype, a.op, a.call); });
     });
 }
 
@@ -457,7 +412,7 @@ int cohort_comm_allreduce_named(cohort_comm* comm, size_t n, const char* const* 
                                 const uint64_t* counts, const int32_t* dtypes, int32_t op, double timeout_seconds) {
     return guard(__func__, [&](const char* fn) {
         require_comm(comm, fn);
-        const auto reduce = check_op(op, fn);
+        const auto reduce = cohort::reduce_op_from(op, fn);
         const auto call = call_options(timeout_seconds, fn);
         if (n > 0) {
             require(names, fn, "names");
@@ -470,7 +425,7 @@ int cohort_comm_allreduce_named(cohort_comm* comm, size_t n, const char* const* 
         for (std::size_t i = 0; i < n; ++i) {
             if (names[i] == nullptr) bad(fmt::format("{}: names[{}] must not be NULL", fn, i));
             const std::string what = fmt::format("dtypes[{}]", i);
-            const auto dtype = check_dtype(dtypes[i], fn, what.c_str());
+            const auto dtype = cohort::dtype_from(dtypes[i], fmt::format("{}: {}", fn, what));
             const std::string count_name = fmt::format("counts[{}]", i);
             const std::size_t bytes = byte_count(counts[i], cohort::dtype_size(dtype), fn, count_name.c_str());
             if (buffers[i] == nullptr && bytes > 0)
@@ -481,7 +436,7 @@ int cohort_comm_allreduce_named(cohort_comm* comm, size_t n, const char* const* 
                                 names[i]));
             tensors.emplace(names[i], cohort::Tensor{{static_cast<std::byte*>(buffers[i]), bytes}, dtype});
         }
-        comm->impl.allreduce_named(tensors, reduce, call);
+        named(fn, [&] { comm->impl.allreduce_named(tensors, reduce, call); });
     });
 }
 
@@ -491,8 +446,8 @@ int cohort_comm_allreduce_async(cohort_comm* comm, const void* in, void* out, ui
                                 int32_t algorithm, double timeout_seconds, cohort_work** work) {
     return guard(__func__, [&](const char* fn) {
         require(work, fn, "work");
-        const auto a = check_allreduce(comm, in, out, count, dtype, op, algorithm, timeout_seconds, fn);
-        give_work(comm->impl.allreduce_async(in, out, a.count, a.dtype, a.op, a.call), work);
+        const auto a = check_allreduce(comm, count, dtype, op, algorithm, timeout_seconds, fn);
+        give_work(named(fn, [&] { return comm->impl.allreduce_async(in, out, a.count, a.dtype, a.op, a.call); }), work);
     });
 }
 
@@ -500,8 +455,8 @@ int cohort_comm_broadcast_async(cohort_comm* comm, void* data, uint64_t bytes, i
                                 cohort_work** work) {
     return guard(__func__, [&](const char* fn) {
         require(work, fn, "work");
-        const auto b = check_broadcast(comm, data, bytes, root, timeout_seconds, fn);
-        give_work(comm->impl.broadcast_async(data, b.bytes, root, b.call), work);
+        const auto b = check_broadcast(comm, bytes, timeout_seconds, fn);
+        give_work(named(fn, [&] { return comm->impl.broadcast_async(data, b.bytes, root, b.call); }), work);
     });
 }
 
@@ -509,7 +464,7 @@ int cohort_comm_barrier_async(cohort_comm* comm, double timeout_seconds, cohort_
     return guard(__func__, [&](const char* fn) {
         require(work, fn, "work");
         require_comm(comm, fn);
-        give_work(comm->impl.barrier_async(call_options(timeout_seconds, fn)), work);
+        give_work(named(fn, [&] { return comm->impl.barrier_async(call_options(timeout_seconds, fn)); }), work);
     });
 }
 
@@ -517,8 +472,8 @@ int cohort_comm_allgather_async(cohort_comm* comm, const void* in, void* out, ui
                                 cohort_work** work) {
     return guard(__func__, [&](const char* fn) {
         require(work, fn, "work");
-        const auto g = check_allgather(comm, in, out, bytes, timeout_seconds, fn);
-        give_work(comm->impl.allgather_async(in, out, g.bytes, g.call), work);
+        const auto g = check_allgather(comm, bytes, timeout_seconds, fn);
+        give_work(named(fn, [&] { return comm->impl.allgather_async(in, out, g.bytes, g.call); }), work);
     });
 }
 
@@ -526,8 +481,8 @@ int cohort_comm_reduce_scatter_async(cohort_comm* comm, const void* in, void* ou
                                      int32_t op, double timeout_seconds, cohort_work** work) {
     return guard(__func__, [&](const char* fn) {
         require(work, fn, "work");
-        const auto a = check_reduce_scatter(comm, in, out, count, dtype, op, timeout_seconds, fn);
-        give_work(comm->impl.reduce_scatter_async(in, out, a.count, a.dtype, a.op, a.call), work);
+        const auto a = check_reduce_scatter(comm, count, dtype, op, timeout_seconds, fn);
+        give_work(named(fn, [&] { return comm->impl.reduce_scatter_async(in, out, a.count, a.dtype, a.op, a.call); }), work);
     });
 }
 

@@ -35,6 +35,9 @@ enum class Algorithm : int32_t {
 
 COHORT_API const char* algorithm_name(Algorithm algorithm) noexcept;  // "auto", "ring", ...
 COHORT_API Algorithm parse_algorithm(std::string_view name);         // Error(invalid_argument)
+// The algorithm a number from outside names: Error(invalid_argument)
+// "<where>: algorithm 9 is not an algorithm (0 auto .. 4 hierarchical)".
+COHORT_API Algorithm algorithm_from(int64_t value, std::string_view where);
 
 // Every tunable of a communicator. An environment variable is only the
 // documented default of its field, read in one place: with_env_defaults()

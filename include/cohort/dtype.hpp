@@ -29,6 +29,10 @@ COHORT_API const char* dtype_name(DataType type) noexcept;
 COHORT_API DataType parse_dtype(std::string_view name);
 // True for a value inside the enumeration (values arrive from C and Python).
 COHORT_API bool dtype_valid(DataType type) noexcept;
+// The type a number from outside (C, Python) names: Error(invalid_argument)
+// "<where>: dtype 9 is not a data type (0 float32 .. 6 uint8)" otherwise.
+// The one check of a dtype: the Communicator and the C layer both call it.
+COHORT_API DataType dtype_from(int64_t value, std::string_view where);
 
 template <typename T>
 struct dtype_of;

@@ -26,21 +26,21 @@ std::size_t checked_bytes(const char* fn, std::size_t count, std::size_t element
     return count * element;
 }
 
+// The argument checks of every operation, here once: the C layer passes
+// its arguments through and names its function in front of these messages.
 void check_pointer(const char* fn, const void* p, std::size_t bytes, const char* name) {
     if (p == nullptr && bytes > 0)
-        throw Error(Errc::invalid_argument, fmt::format("{}: {} is null but {} bytes were given", fn, name, bytes));
+        throw Error(Errc::invalid_argument,
+                    fmt::format("{}: {} must not be null when the call covers {} bytes", fn, name, bytes));
 }
 
 void check_types(const char* fn, DataType dtype, ReduceOp op) {
-    if (!dtype_valid(dtype))
-        throw Error(Errc::invalid_argument, fmt::format("{}: unknown dtype {}", fn, static_cast<int>(dtype)));
-    if (!reduce_op_valid(op))
-        throw Error(Errc::invalid_argument, fmt::format("{}: unknown reduce op {}", fn, static_cast<int>(op)));
+    dtype_from(static_cast<int32_t>(dtype), fn);
+    reduce_op_from(static_cast<int32_t>(op), fn);
 }
 
 void check_algorithm(const char* fn, Algorithm a) {
-    if (static_cast<int>(a) < 0 || static_cast<int>(a) > 4)
-        throw Error(Errc::invalid_argument, fmt::format("{}: unknown algorithm {}", fn, static_cast<int>(a)));
+    algorithm_from(static_cast<int32_t>(a), fn);
 }
 
 comm::Reduction reduction(const void* in, void* out, std::size_t count, DataType dtype, ReduceOp op, int ranks) {
@@ -58,6 +58,15 @@ uint64_t fnv1a(uint64_t h, const void* data, std::size_t n) {
 const char* algorithm_name(Algorithm a) noexcept {
     const auto i = static_cast<std::size_t>(a);
     return i < std::size(kAlgorithmNames) ? kAlgorithmNames[i].data() : "unknown";
+}
+
+Algorithm algorithm_from(int64_t value, std::string_view where) {
+    constexpr auto n = static_cast<int64_t>(std::size(kAlgorithmNames));
+    if (value < 0 || value >= n) {
+        throw Error(Errc::invalid_argument, fmt::format("{}: algorithm {} is not an algorithm (0 {} .. {} {})", where,
+                                                        value, kAlgorithmNames[0], n - 1, kAlgorithmNames[n - 1]));
+    }
+    return static_cast<Algorithm>(value);
 }
 
 Algorithm parse_algorithm(std::string_view name) {
@@ -106,12 +115,13 @@ std::function<void()> allreduce_op(Communicator::Impl& impl, const void* in, voi
     check_types(fn, dtype, op);
     check_algorithm(fn, call.algorithm);
     const std::size_t bytes = checked_bytes(fn, count, dtype_size(dtype));
-    check_pointer(fn, in, bytes, "the input buffer");
-    check_pointer(fn, out, bytes, "the output buffer");
+    check_pointer(fn, in, bytes, "in");
+    check_pointer(fn, out, bytes, "out");
     const auto* a = static_cast<const std::byte*>(in);
     auto* b = static_cast<std::byte*>(out);
-    if (a != b && a < b + bytes && b < a + bytes)
-        throw Error(Errc::invalid_argument, "allreduce: the input and output buffers overlap without being equal");
+    if (bytes > 0 && a != b && a < b + bytes && b < a + bytes)
+        throw Error(Errc::invalid_argument, "allreduce: in and out overlap without being the same buffer (pass the "
+                                            "same pointer twice to reduce in place)");
     const Algorithm algorithm = impl.resolve(call.algorithm, bytes);
     return [&impl, in, out, count, dtype, op, call, algorithm, aux] {
         OpSignature sig{OpKind::allreduce, static_cast<uint8_t>(dtype), static_cast<uint8_t>(op),
@@ -156,8 +166,7 @@ void Communicator::allreduce_named(std::map<std::string, Tensor>& tensors, Reduc
     // of reducing unrelated bytes.
     uint64_t aux = 1469598103934665603ull;
     for (const auto& [name, t] : tensors) {
-        if (!dtype_valid(t.dtype))
-            throw Error(Errc::invalid_argument, fmt::format("allreduce_named: tensor '{}' has an unknown dtype", name));
+        dtype_from(static_cast<int32_t>(t.dtype), fmt::format("allreduce_named: tensor '{}'", name));
         if (t.data.size() % dtype_size(t.dtype) != 0)
             throw Error(Errc::invalid_argument,
                         fmt::format("allreduce_named: tensor '{}' has {} bytes, not a whole number of {} elements",
@@ -207,10 +216,11 @@ namespace {
 
 std::function<void()> broadcast_op(Communicator::Impl& impl, void* data, std::size_t bytes, int root,
                                    const CallOptions& call) {
-    check_pointer("broadcast", data, bytes, "the buffer");
+    check_pointer("broadcast", data, bytes, "data");
     if (root < 0 || root >= impl.options.size)
         throw Error(Errc::invalid_argument,
-                    fmt::format("broadcast: root {} is outside 0..{}", root, impl.options.size - 1));
+                    fmt::format("broadcast: root {} is outside 0..{} (the communicator has {} ranks)", root,
+                                impl.options.size - 1, impl.options.size));
     return [&impl, data, bytes, root, call] {
         impl.begin(OpSignature{OpKind::broadcast, 0, 0, 0, static_cast<uint32_t>(root), 0, bytes, 0}, call);
         comm::broadcast(*impl.engine, static_cast<std::byte*>(data), bytes, root,
@@ -228,8 +238,8 @@ std::function<void()> barrier_op(Communicator::Impl& impl, const CallOptions& ca
 std::function<void()> allgather_op(Communicator::Impl& impl, const void* in, void* out, std::size_t bytes,
                                    const CallOptions& call) {
     const std::size_t total = checked_bytes("allgather", bytes, impl.options.size);
-    check_pointer("allgather", in, bytes, "the input buffer");
-    check_pointer("allgather", out, total, "the output buffer");
+    check_pointer("allgather", in, bytes, "in");
+    check_pointer("allgather", out, total, "out");
     return [&impl, in, out, bytes, call] {
         impl.begin(OpSignature{OpKind::allgather, 0, 0, 0, 0, 0, bytes, 0}, call);
         comm::allgather_ring(*impl.engine, static_cast<const std::byte*>(in), static_cast<std::byte*>(out), bytes);
@@ -241,8 +251,8 @@ std::function<void()> reduce_scatter_op(Communicator::Impl& impl, const void* in
     const char* fn = "reduce_scatter";
     check_types(fn, dtype, op);
     const std::size_t block = checked_bytes(fn, count, dtype_size(dtype));
-    check_pointer(fn, in, checked_bytes(fn, block, impl.options.size), "the input buffer");
-    check_pointer(fn, out, block, "the output buffer");
+    check_pointer(fn, in, checked_bytes(fn, block, impl.options.size), "in");
+    check_pointer(fn, out, block, "out");
     return [&impl, in, out, count, dtype, op, call] {
         impl.begin(OpSignature{OpKind::reduce_scatter, static_cast<uint8_t>(dtype), static_cast<uint8_t>(op),
                                static_cast<uint8_t>(Algorithm::ring), 0, 0, count, 0},

@@ -93,6 +93,29 @@ const char* reduce_op_name(ReduceOp op) noexcept {
     return reduce_op_valid(op) ? op_names[static_cast<std::size_t>(op)].data() : "unknown";
 }
 
+namespace {
+
+// "<where>: dtype 9 is not a data type (0 float32 .. 6 uint8)".
+template <std::size_t N>
+int64_t checked_index(int64_t value, std::string_view where, std::string_view what, std::string_view kind,
+                      const std::array<std::string_view, N>& names) {
+    if (value < 0 || value >= static_cast<int64_t>(N)) {
+        throw Error(Errc::invalid_argument, fmt::format("{}: {} {} is not {} (0 {} .. {} {})", where, what, value,
+                                                        kind, names.front(), N - 1, names.back()));
+    }
+    return value;
+}
+
+}  // namespace
+
+DataType dtype_from(int64_t value, std::string_view where) {
+    return static_cast<DataType>(checked_index(value, where, "dtype", "a data type", dtype_names));
+}
+
+ReduceOp reduce_op_from(int64_t value, std::string_view where) {
+    return static_cast<ReduceOp>(checked_index(value, where, "op", "a reduce op", op_names));
+}
+
 ReduceOp parse_reduce_op(std::string_view name) {
     for (std::size_t i = 0; i < op_names.size(); ++i)
         if (name == op_names[i]) return static_cast<ReduceOp>(i);
