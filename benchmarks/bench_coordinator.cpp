@@ -386,8 +386,9 @@ Options parse(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string flag = argv[i];
         if (flag == "--help" || flag == "-h") {
-            std::printf("usage: bench_coordinator [--members N] [--seconds S] [--interval I] "
-                        "[--failure-timeout F] [--last-call L] [--connections C] [--data-dir DIR]\n");
+            std::printf(
+                "usage: bench_coordinator [--members N] [--seconds S] [--interval I] "
+                "[--failure-timeout F] [--last-call L] [--connections C] [--data-dir DIR]\n");
             std::exit(0);
         }
         if (i + 1 >= argc) throw std::runtime_error(flag + " needs a value; see --help");
@@ -426,10 +427,11 @@ void rows(const Options& o, const ScaleRun& r, const std::string& data_dir, cons
           const std::string& load_after) {
     std::printf("\nmachine: %ld cores, %s; load average before %s, after %s\n", sysconf(_SC_NPROCESSORS_ONLN),
                 first_line("/proc/cpuinfo", "model name").c_str(), load_before.c_str(), load_after.c_str());
-    std::printf("members %zu, connections %zu, interval %.2f s, failure_timeout %.1f s, last_call %.2f s, "
-                "steady phase %.0f s, tick 100 ms, %s\n\n",
-                o.members, o.connections, o.interval, o.failure_timeout, o.last_call, o.seconds,
-                data_dir.empty() ? "no data dir" : ("data dir " + data_dir).c_str());
+    std::printf(
+        "members %zu, connections %zu, interval %.2f s, failure_timeout %.1f s, last_call %.2f s, "
+        "steady phase %.0f s, tick 100 ms, %s\n\n",
+        o.members, o.connections, o.interval, o.failure_timeout, o.last_call, o.seconds,
+        data_dir.empty() ? "no data dir" : ("data dir " + data_dir).c_str());
     const auto& h = r.steady_hb;
     std::printf("| what | measured | target | met |\n|---|---:|---:|---|\n");
     if (r.phases_done < 1) return;
@@ -556,8 +558,7 @@ void compare(const Summary& memory, const Summary& disk) {
     const auto share = [](double cpu, double wall) { return cpu >= 0 && wall > 0 ? 100 * cpu / wall : -1.0; };
     std::printf("| io thread CPU | %.0f%% | %.0f%% | |\n", share(memory.server_cpu, memory.wall),
                 share(disk.server_cpu, disk.wall));
-    if (disk.journal_cpu >= 0)
-        std::printf("| journal thread CPU | | %.0f%% | |\n", share(disk.journal_cpu, disk.wall));
+    if (disk.journal_cpu >= 0) std::printf("| journal thread CPU | | %.0f%% | |\n", share(disk.journal_cpu, disk.wall));
 }
 
 }  // namespace

@@ -482,7 +482,8 @@ int cohort_comm_reduce_scatter_async(cohort_comm* comm, const void* in, void* ou
     return guard(__func__, [&](const char* fn) {
         require(work, fn, "work");
         const auto a = check_reduce_scatter(comm, count, dtype, op, timeout_seconds, fn);
-        give_work(named(fn, [&] { return comm->impl.reduce_scatter_async(in, out, a.count, a.dtype, a.op, a.call); }), work);
+        give_work(named(fn, [&] { return comm->impl.reduce_scatter_async(in, out, a.count, a.dtype, a.op, a.call); }),
+                  work);
     });
 }
 

@@ -10,10 +10,10 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
 #include <charconv>
 #include <set>
 #include <sstream>
-#include <unistd.h>
 
 namespace cohort {
 namespace asio = boost::asio;

@@ -120,8 +120,9 @@ std::function<void()> allreduce_op(Communicator::Impl& impl, const void* in, voi
     const auto* a = static_cast<const std::byte*>(in);
     auto* b = static_cast<std::byte*>(out);
     if (bytes > 0 && a != b && a < b + bytes && b < a + bytes)
-        throw Error(Errc::invalid_argument, "allreduce: in and out overlap without being the same buffer (pass the "
-                                            "same pointer twice to reduce in place)");
+        throw Error(Errc::invalid_argument,
+                    "allreduce: in and out overlap without being the same buffer (pass the "
+                    "same pointer twice to reduce in place)");
     const Algorithm algorithm = impl.resolve(call.algorithm, bytes);
     return [&impl, in, out, count, dtype, op, call, algorithm, aux] {
         OpSignature sig{OpKind::allreduce, static_cast<uint8_t>(dtype), static_cast<uint8_t>(op),

@@ -100,8 +100,8 @@ template <std::size_t N>
 int64_t checked_index(int64_t value, std::string_view where, std::string_view what, std::string_view kind,
                       const std::array<std::string_view, N>& names) {
     if (value < 0 || value >= static_cast<int64_t>(N)) {
-        throw Error(Errc::invalid_argument, fmt::format("{}: {} {} is not {} (0 {} .. {} {})", where, what, value,
-                                                        kind, names.front(), N - 1, names.back()));
+        throw Error(Errc::invalid_argument, fmt::format("{}: {} {} is not {} (0 {} .. {} {})", where, what, value, kind,
+                                                        names.front(), N - 1, names.back()));
     }
     return value;
 }

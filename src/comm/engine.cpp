@@ -9,11 +9,11 @@
 
 #include <fmt/format.h>
 
+#include <sched.h>
+#include <sys/uio.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <sched.h>
-#include <sys/uio.h>
 
 namespace cohort::comm {
 using detail::format_size;

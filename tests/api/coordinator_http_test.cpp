@@ -18,9 +18,9 @@
 
 #include <sys/resource.h>
 #include <unistd.h>
-#include <csignal>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <future>

@@ -585,9 +585,11 @@ static void test_errors(void) {
     CHECK_ERR(cohort_comm_allreduce_async(c, buf, NULL, COUNT, COHORT_DTYPE_FLOAT32, COHORT_OP_SUM, COHORT_ALGO_AUTO, 0,
                                           &work),
               BAD, "cohort_comm_allreduce_async: allreduce: out must not be null");
-    CHECK_ERR(cohort_comm_broadcast_async(c, buf, 4, 3, 0, &work), BAD, "cohort_comm_broadcast_async: broadcast: root 3");
+    CHECK_ERR(cohort_comm_broadcast_async(c, buf, 4, 3, 0, &work), BAD,
+              "cohort_comm_broadcast_async: broadcast: root 3");
     CHECK_ERR(cohort_comm_barrier_async(NULL, 0, &work), BAD, "cohort_comm_barrier_async: comm must not be NULL");
-    CHECK_ERR(cohort_comm_allgather_async(c, NULL, buf, 4, 0, &work), BAD, "cohort_comm_allgather_async: allgather: in must");
+    CHECK_ERR(cohort_comm_allgather_async(c, NULL, buf, 4, 0, &work), BAD,
+              "cohort_comm_allgather_async: allgather: in must");
     CHECK_ERR(cohort_comm_reduce_scatter_async(c, buf, buf + 4, 2, 99, COHORT_OP_SUM, 0, &work), BAD, "dtype 99");
     CHECK(work == (cohort_work*)&c);
     CHECK_ERR(cohort_work_test(NULL, &value), BAD, "cohort_work_test: work must not be NULL");

@@ -112,9 +112,8 @@ TEST(CoordinatorProtocol, RequestsAreStrictRepliesTolerant) {
     expect_error([] { read<DoneRequest>(parse_json(R"({"member": "a", "lease": "7"})"), "done", kRequest); },
                  Errc::invalid_argument, "done: lease: must be a whole number, not a string");
     // A newer server's extra field does not break the client.
-    const HeartbeatReply r =
-        read<HeartbeatReply>(parse_json(R"({"generation": 1, "state": "active", "rendezvous": false, "new": 1})"),
-                             "heartbeat", kReply);
+    const HeartbeatReply r = read<HeartbeatReply>(
+        parse_json(R"({"generation": 1, "state": "active", "rendezvous": false, "new": 1})"), "heartbeat", kReply);
     EXPECT_EQ(r.generation, 1u);
     // A reply missing what it must say is the server's fault: peer_failed.
     expect_error([] { read<RoundReply>(parse_json(R"({"round_open": true})"), "round", kReply); }, Errc::peer_failed,
@@ -122,8 +121,7 @@ TEST(CoordinatorProtocol, RequestsAreStrictRepliesTolerant) {
     // uint32 fields are range-checked.
     expect_error(
         [] {
-            read<JoinReply>(parse_json(R"({"state": "active", "generation": 1, "rank": 4294967296})"), "join",
-                            kReply);
+            read<JoinReply>(parse_json(R"({"state": "active", "generation": 1, "rank": 4294967296})"), "join", kReply);
         },
         Errc::peer_failed, "join: rank: 4294967296 is past 4294967295");
 }
@@ -153,10 +151,10 @@ TEST(CoordinatorProtocol, MemberRequests) {
 }
 
 TEST(CoordinatorProtocol, MetricsKeepGpuAsTextAndSamplesInOrder) {
-    const HeartbeatMetrics m = read<HeartbeatMetrics>(
-        parse_json(R"({"step": 3, "gpu": {"gpus": [{"index": 0}]}, "in_collective": true,
+    const HeartbeatMetrics m =
+        read<HeartbeatMetrics>(parse_json(R"({"step": 3, "gpu": {"gpus": [{"index": 0}]}, "in_collective": true,
                        "samples": [{"step": 2, "age": 1.5}, {"step": 3}]})"),
-        "metrics", kRequest);
+                               "metrics", kRequest);
     EXPECT_EQ(m.gpu_json, R"({"gpus":[{"index":0}]})");
     EXPECT_EQ(m.in_collective, true);
     ASSERT_EQ(m.samples.size(), 2u);

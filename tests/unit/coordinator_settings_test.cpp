@@ -145,11 +145,13 @@ TEST(CoordinatorSettings, HeartbeatMetrics) {
     EXPECT_EQ(protocol::read<HeartbeatMetrics>(protocol::write(m), "x", protocol::kJournal), m);
     expect_error(
         [] {
-            protocol::read<HeartbeatMetrics>(parse_json(R"({"step_time": -1})"), "heartbeat from 'a'", protocol::kRequest);
+            protocol::read<HeartbeatMetrics>(parse_json(R"({"step_time": -1})"), "heartbeat from 'a'",
+                                             protocol::kRequest);
         },
         Errc::invalid_argument, "heartbeat from 'a': step_time: must not be negative, not -1");
-    expect_error([] { protocol::read<HeartbeatMetrics>(parse_json(R"({"step": -1})"), "heartbeat", protocol::kRequest); },
-                 Errc::invalid_argument, "heartbeat: step: must not be negative, not -1");
+    expect_error(
+        [] { protocol::read<HeartbeatMetrics>(parse_json(R"({"step": -1})"), "heartbeat", protocol::kRequest); },
+        Errc::invalid_argument, "heartbeat: step: must not be negative, not -1");
     // A journal is read strictly too, with parse errors.
     expect_error([] { protocol::read<HeartbeatMetrics>(parse_json(R"({"stpe": 1})"), "event 3", protocol::kJournal); },
                  Errc::parse, "stpe");

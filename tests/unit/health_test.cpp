@@ -33,7 +33,8 @@ TEST(HealthReport, ParsesEveryFieldAndPrintsItBack) {
     EXPECT_FALSE(r.samples[0].data_wait);
     EXPECT_EQ(r.samples[1].age, 0);
     EXPECT_EQ(r.gpu_json, R"({"gpus":[]})");
-    EXPECT_EQ(coord::protocol::read<HeartbeatMetrics>(coord::protocol::write(r), "again", coord::protocol::kJournal), r);
+    EXPECT_EQ(coord::protocol::read<HeartbeatMetrics>(coord::protocol::write(r), "again", coord::protocol::kJournal),
+              r);
     EXPECT_EQ(report("{}"), HeartbeatMetrics{});
 }
 

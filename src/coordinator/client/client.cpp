@@ -237,7 +237,7 @@ std::string CoordinatorClient::job_state(std::string_view name) {
 
 JobSettings CoordinatorClient::job_settings(std::string_view name) {
     return coord::protocol::read<JobSettings>(impl_->call_json("GET", job_path(name) + "/settings"),
-                                                   "coordinator reply to settings", coord::protocol::kReply);
+                                              "coordinator reply to settings", coord::protocol::kReply);
 }
 
 void CoordinatorClient::delete_job(std::string_view name) {
@@ -247,7 +247,7 @@ void CoordinatorClient::delete_job(std::string_view name) {
 JoinReply CoordinatorClient::join(std::string_view job, const MemberDescriptor& node) {
     const json::value b = coord::descriptor_to_json(node_of(node));
     return coord::protocol::read<JoinReply>(impl_->call_json("POST", job_path(job) + "/join", &b),
-                                                 "coordinator reply to join", coord::protocol::kReply);
+                                            "coordinator reply to join", coord::protocol::kReply);
 }
 
 HeartbeatReply CoordinatorClient::heartbeat(std::string_view job, std::string_view member, uint64_t generation,
@@ -255,7 +255,7 @@ HeartbeatReply CoordinatorClient::heartbeat(std::string_view job, std::string_vi
     const json::value b =
         coord::protocol::write(coord::protocol::HeartbeatRequest{std::string(member), generation, metrics});
     return coord::protocol::read<HeartbeatReply>(impl_->call_json("POST", job_path(job) + "/heartbeat", &b),
-                                                      "coordinator reply to heartbeat", coord::protocol::kReply);
+                                                 "coordinator reply to heartbeat", coord::protocol::kReply);
 }
 
 void CoordinatorClient::leave(std::string_view job, std::string_view member, std::string_view failure) {
@@ -268,7 +268,7 @@ void CoordinatorClient::leave(std::string_view job, std::string_view member, std
 RoundReply CoordinatorClient::request_round(std::string_view job, std::string_view member) {
     const json::value b = coord::protocol::write(coord::protocol::MemberRequest{std::string(member)});
     return coord::protocol::read<RoundReply>(impl_->call_json("POST", job_path(job) + "/round", &b),
-                                                  "coordinator reply to round", coord::protocol::kReply);
+                                             "coordinator reply to round", coord::protocol::kReply);
 }
 
 MemberWorld CoordinatorClient::world(std::string_view job, std::string_view member, bool with_peers) {

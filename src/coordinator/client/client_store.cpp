@@ -125,13 +125,13 @@ std::string CoordinatorClient::register_dataset(std::string_view job, std::strin
 ShardLease CoordinatorClient::next_shard(std::string_view job, std::string_view member) {
     const json::value b = coord::protocol::write(coord::protocol::MemberRequest{std::string(member)});
     return coord::protocol::read<ShardLease>(impl_->call_json("POST", job_path(job) + "/shards/next", &b),
-                                            "coordinator reply to shards/next", coord::protocol::kReply);
+                                             "coordinator reply to shards/next", coord::protocol::kReply);
 }
 
 ShardDone CoordinatorClient::shard_done(std::string_view job, std::string_view member, uint64_t lease) {
     const json::value b = coord::protocol::write(coord::protocol::DoneRequest{std::string(member), lease});
     return coord::protocol::read<ShardDone>(impl_->call_json("POST", job_path(job) + "/shards/done", &b),
-                                           "coordinator reply to shards/done", coord::protocol::kReply);
+                                            "coordinator reply to shards/done", coord::protocol::kReply);
 }
 
 namespace {

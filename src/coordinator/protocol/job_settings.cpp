@@ -2,7 +2,6 @@
 // below; every one may be absent (the coordinator's default).
 #include "coordinator/protocol/job_settings.hpp"
 
-
 #include <fmt/format.h>
 
 namespace cohort::coord::protocol {

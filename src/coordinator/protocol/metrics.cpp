@@ -2,7 +2,6 @@
 // are named once, in the tables below.
 #include "coordinator/protocol/metrics.hpp"
 
-
 #include <string>
 
 #include <boost/json/array.hpp>
@@ -21,8 +20,7 @@ namespace {
 template <class T>
 constexpr auto timings() {
     return std::tuple{non_negative("step_time", &T::step_time), non_negative("samples_per_sec", &T::samples_per_sec),
-                      non_negative("data_wait", &T::data_wait),
-                      non_negative("collective_wait", &T::collective_wait)};
+                      non_negative("data_wait", &T::data_wait), non_negative("collective_wait", &T::collective_wait)};
 }
 
 // A batched step: `age` (seconds before the heartbeat was sent) defaults to 0.
@@ -49,7 +47,8 @@ HeartbeatMetrics read<HeartbeatMetrics>(const json::value& value, std::string_vi
         const json::array& list = reader.array("samples");
         m.samples.reserve(list.size());
         for (std::size_t i = 0; i < list.size(); ++i) {
-            m.samples.push_back(read_message<StepSample>(list[i], fmt::format("{}: samples[{}]", where, i), as, kSample));
+            m.samples.push_back(
+                read_message<StepSample>(list[i], fmt::format("{}: samples[{}]", where, i), as, kSample));
         }
     }
     return m;

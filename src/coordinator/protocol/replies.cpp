@@ -13,19 +13,18 @@ namespace json = boost::json;
 namespace {
 
 // An active member's place; "state" and "peers" are read and written by hand.
-constexpr auto kPlace = std::tuple{field("rank", &MemberWorld::rank), field("world_size", &MemberWorld::world_size),
-                                   field("local_rank", &MemberWorld::local_rank),
-                                   field("local_world_size", &MemberWorld::local_world_size),
-                                   field("node_rank", &MemberWorld::node_rank)};
+constexpr auto kPlace =
+    std::tuple{field("rank", &MemberWorld::rank), field("world_size", &MemberWorld::world_size),
+               field("local_rank", &MemberWorld::local_rank), field("local_world_size", &MemberWorld::local_world_size),
+               field("node_rank", &MemberWorld::node_rank)};
 
 // A granted lease; "granted" and "finished" are read and written by hand.
-constexpr auto kGrant =
-    std::tuple{field("lease", &ShardLease::lease),
-               field("shard_id", &ShardLease::shard_id),
-               field("shard", &ShardLease::shard),
-               field("epoch", &ShardLease::epoch),
-               field("bytes", &ShardLease::bytes, Presence::defaulted),
-               field("expiry", &ShardLease::expiry, Presence::defaulted)};
+constexpr auto kGrant = std::tuple{field("lease", &ShardLease::lease),
+                                   field("shard_id", &ShardLease::shard_id),
+                                   field("shard", &ShardLease::shard),
+                                   field("epoch", &ShardLease::epoch),
+                                   field("bytes", &ShardLease::bytes, Presence::defaulted),
+                                   field("expiry", &ShardLease::expiry, Presence::defaulted)};
 
 }  // namespace
 

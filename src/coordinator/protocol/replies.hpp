@@ -19,9 +19,9 @@ namespace cohort::coord::protocol {
 
 template <>
 struct Schema<JoinReply> {
-    static constexpr auto fields = std::tuple{field("state", &JoinReply::state),
-                                              field("generation", &JoinReply::generation),
-                                              field("rank", &JoinReply::rank)};
+    static constexpr auto fields =
+        std::tuple{field("state", &JoinReply::state), field("generation", &JoinReply::generation),
+                   field("rank", &JoinReply::rank)};
 };
 
 template <>
@@ -40,10 +40,9 @@ struct Schema<RoundReply> {
 
 template <>
 struct Schema<WorldPeer> {
-    static constexpr auto fields =
-        std::tuple{field("rank", &WorldPeer::rank), field("id", &WorldPeer::id),
-                   field("host", &WorldPeer::host, Presence::defaulted),
-                   field("address", &WorldPeer::address, Presence::defaulted)};
+    static constexpr auto fields = std::tuple{field("rank", &WorldPeer::rank), field("id", &WorldPeer::id),
+                                              field("host", &WorldPeer::host, Presence::defaulted),
+                                              field("address", &WorldPeer::address, Presence::defaulted)};
 };
 
 // {"outcome": "counted" | "counted_late" | "already_done", "counted"}.

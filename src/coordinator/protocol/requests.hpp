@@ -49,7 +49,8 @@ struct DoneRequest {
 
 template <>
 struct Schema<DoneRequest> {
-    static constexpr auto fields = std::tuple{field("member", &DoneRequest::member), field("lease", &DoneRequest::lease)};
+    static constexpr auto fields =
+        std::tuple{field("member", &DoneRequest::member), field("lease", &DoneRequest::lease)};
 };
 
 // POST .../heartbeat: {"member", "generation", "metrics"?}; the metrics are

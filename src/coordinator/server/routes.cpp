@@ -48,7 +48,6 @@ Response no_route(const Request& request) {
                                       std::string(request.method_string()), std::string(request.target())));
 }
 
-
 }  // namespace
 
 }  // namespace cohort::coord::server
@@ -148,7 +147,8 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
         const std::string where = fmt::format("shards/{} of job '{}'", p[4], job);
         const json::value body = body_json(request, where);
         if (p[4] == "next") {
-            const auto sent = coord::protocol::read<coord::protocol::MemberRequest>(body, where, coord::protocol::kRequest);
+            const auto sent =
+                coord::protocol::read<coord::protocol::MemberRequest>(body, where, coord::protocol::kRequest);
             const auto next = state.next_shard(job, sent.member, now());
             changed(job);
             return json_response(coord::protocol::write(next));
@@ -219,8 +219,7 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
         // Parsed here, once: the event carries the typed metrics to the
         // journal and the health windows.
         auto sent = coord::protocol::read<coord::protocol::HeartbeatRequest>(body, where, coord::protocol::kRequest);
-        const HeartbeatReply reply =
-            state.heartbeat(job, sent.member, sent.generation, std::move(sent.metrics), now());
+        const HeartbeatReply reply = state.heartbeat(job, sent.member, sent.generation, std::move(sent.metrics), now());
         changed(job);
         Response r = json_response(coord::protocol::write(reply));
         heartbeat_latency.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
@@ -236,8 +235,9 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
         return json_response(o);
     }
     if (action == "round") {
-        state.request_round(job, coord::protocol::read<coord::protocol::MemberRequest>(body, where, coord::protocol::kRequest).member,
-                            now());
+        state.request_round(
+            job, coord::protocol::read<coord::protocol::MemberRequest>(body, where, coord::protocol::kRequest).member,
+            now());
         changed(job);
         return json_response(
             coord::protocol::write(RoundReply{state.job(job).round_open(), state.job(job).generation()}));

@@ -99,7 +99,8 @@ std::optional<coord::server::Response> Coordinator::Impl::store_route(const std:
 
     if (key == "wait" && method == http::verb::post) {
         const json::value body = body_json(request, where + ": wait");
-        auto wait = coord::protocol::read<coord::protocol::StoreWaitRequest>(body, where + ": wait", coord::protocol::kRequest);
+        auto wait =
+            coord::protocol::read<coord::protocol::StoreWaitRequest>(body, where + ": wait", coord::protocol::kRequest);
         std::vector<std::string> keys = std::move(wait.keys);
         const auto timeout = wait_limit(wait.timeout_ms, where + ": wait");
         auto missing = state.store_missing(job, generation, keys);

@@ -70,7 +70,7 @@ Member member_from_json(const json::value& value, std::string_view where, Errc c
     m.heartbeats = reader.uint("heartbeats");
     if (reader.has("metrics")) {
         m.metrics = protocol::read<HeartbeatMetrics>(reader.value("metrics"), fmt::format("{}: metrics", where),
-                                                protocol::ReadAs{code, true});
+                                                     protocol::ReadAs{code, true});
         m.metrics_at = reader.number("metrics_at");
     }
     return m;

@@ -15,10 +15,12 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr auto kLease =
-    std::tuple{protocol::field("id", &Lease::id),       protocol::field("member", &Lease::member),
-               protocol::field("epoch", &Lease::epoch), protocol::field("shard", &Lease::shard),
-               protocol::field("granted_at", &Lease::granted_at), protocol::field("expiry", &Lease::expiry)};
+constexpr auto kLease = std::tuple{protocol::field("id", &Lease::id),
+                                   protocol::field("member", &Lease::member),
+                                   protocol::field("epoch", &Lease::epoch),
+                                   protocol::field("shard", &Lease::shard),
+                                   protocol::field("granted_at", &Lease::granted_at),
+                                   protocol::field("expiry", &Lease::expiry)};
 
 json::object lease_to_json(const Lease& lease) {
     return protocol::write_message(lease, kLease);

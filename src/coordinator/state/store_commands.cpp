@@ -39,8 +39,8 @@ const Job& CoordinatorState::store_job(std::string_view name, uint64_t generatio
     return j;
 }
 
-const Job& CoordinatorState::store_call(std::string_view name, uint64_t generation, std::string_view key,
-                                         StoreOp op, std::optional<std::string_view> value) const {
+const Job& CoordinatorState::store_call(std::string_view name, uint64_t generation, std::string_view key, StoreOp op,
+                                        std::optional<std::string_view> value) const {
     const Job& j = store_job(name, generation);
     const std::string address = store_address(j);
     detail::check_key(address, key);

@@ -93,7 +93,8 @@ std::vector<WorldPeer> World::peers() const {
 
 namespace {
 
-constexpr auto kSlot = std::tuple{protocol::field("id", &WorldSlot::id), protocol::field("host", &WorldSlot::host),
+constexpr auto kSlot = std::tuple{protocol::field("id", &WorldSlot::id),
+                                  protocol::field("host", &WorldSlot::host),
                                   protocol::field("address", &WorldSlot::address, protocol::Presence::defaulted),
                                   protocol::field("local_rank", &WorldSlot::local_rank),
                                   protocol::field("local_world_size", &WorldSlot::local_world_size),

@@ -114,8 +114,7 @@ void coordinator_store_scheme() {
     } catch (const cohort::Error& e) {
         // Opened through the scheme (it reached the server, which has no such
         // job), not refused as an unknown scheme.
-        expect(std::string(e.what()).find("unknown scheme") == std::string::npos,
-               "coordinator:// is a known scheme");
+        expect(std::string(e.what()).find("unknown scheme") == std::string::npos, "coordinator:// is a known scheme");
     }
 }
 
