@@ -204,13 +204,18 @@ void DurableState::run_writer() {
         }
         // Told outside the lock: the callback may take its own.
         if (durable > 0 && w.on_durable) w.on_durable(durable, nullptr);
-        if (failure && w.on_durable) w.on_durable(0, failure);
-        lock.lock();
-        w.busy = false;
         if (failure) {
+            // Recorded before anyone hears of it: a commit made after the
+            // news (the server's next request) must throw, not be queued and
+            // answered as if it could still become durable.
+            lock.lock();
             w.failure = failure;
             w.queue.clear();  // never reported durable
+            lock.unlock();
+            if (w.on_durable) w.on_durable(0, failure);
         }
+        lock.lock();
+        w.busy = false;
         w.idle.notify_all();
     }
 }
