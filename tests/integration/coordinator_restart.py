@@ -19,6 +19,8 @@ folder and talks plain HTTP to it (urllib). Cases:
             dropped with a warning; everything before it is back
   corrupt   garbage in the middle of the journal stops start-up with a
             message naming the file and the byte offset
+  private   under umask 0 the data directory is 0700 and every file in it
+            (lock, journal, snapshot) 0600
 
     coordinator_restart.py --coordinator PATH CASE [CASE...]
 
@@ -32,6 +34,7 @@ import http.client
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -303,7 +306,26 @@ def case_corrupt(exe, workdir):
     print(f"corrupt: ok ({message.strip()})", flush=True)
 
 
-CASES = {"restart": case_restart, "lock": case_lock, "torn": case_torn, "corrupt": case_corrupt}
+def case_private(exe, workdir):
+    data = os.path.join(workdir, "data")
+    saved = os.umask(0)
+    try:
+        a = start(exe, data, free_port(), workdir, "first")
+    finally:
+        os.umask(saved)
+    ok(a.url, "POST", "/v1/jobs", {"name": "a"})
+    check(a.terminate() == 0, "SIGTERM")  # a clean stop writes a snapshot
+    modes = {name: stat.S_IMODE(os.stat(os.path.join(data, name)).st_mode) for name in os.listdir(data)}
+    check(stat.S_IMODE(os.stat(data).st_mode) == 0o700, f"{data}: {oct(os.stat(data).st_mode)}")
+    check("lock" in modes and any(n.startswith("snapshot-") for n in modes),
+          f"files in {data}: {sorted(modes)}")
+    bad = {n: oct(m) for n, m in modes.items() if m != 0o600}
+    check(not bad, f"files not 0600: {bad}")
+    print(f"private: ok ({len(modes)} files 0600, the directory 0700)", flush=True)
+
+
+CASES = {"restart": case_restart, "lock": case_lock, "torn": case_torn, "corrupt": case_corrupt,
+         "private": case_private}
 
 
 def run_case(exe, name):

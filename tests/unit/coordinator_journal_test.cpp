@@ -1,7 +1,7 @@
 // coordinator/journal: the state survives a restart on the same directory:
 // through the journal, through snapshots, after a torn last line and after
 // kill -9 mid-commit; any other damage stops start-up with a message that
-// names the file and the byte offset.
+// names the file and the byte offset; the files are private (0700/0600).
 #include "coordinator/journal/durable_state.hpp"
 #include "coordinator/journal/record.hpp"
 #include "core/json_text.hpp"
@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -274,6 +275,30 @@ TEST(CoordinatorJournal, TornLastLineIsDroppedWithAWarning) {
         EXPECT_EQ(text_of(again.state()), expected);
         EXPECT_TRUE(warnings.empty());
     }
+}
+
+// The directory and every file in it are the coordinator's user's alone,
+// whatever the umask.
+TEST(CoordinatorJournal, FilesArePrivate) {
+    TempDir parent;
+    const fs::path dir = parent.path() / "data";
+    const mode_t saved = ::umask(0);
+    {
+        DurableState d = DurableState::open(dir, manual_snapshots());
+        Workload w;
+        w.start(d);
+        d.snapshot();
+        w.step(d);
+    }
+    ::umask(saved);
+    const auto mode = [](const fs::path& p) { return fs::status(p).permissions() & fs::perms::all; };
+    EXPECT_EQ(mode(dir), fs::perms::owner_all);
+    std::size_t files = 0;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+        EXPECT_EQ(mode(e.path()), fs::perms::owner_read | fs::perms::owner_write) << e.path();
+        ++files;
+    }
+    EXPECT_EQ(files, 3u);  // two journals, a snapshot
 }
 
 TEST(CoordinatorJournal, CorruptionBeforeTheEndStopsStartUp) {

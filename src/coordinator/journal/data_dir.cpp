@@ -12,6 +12,7 @@
 #include <utility>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -28,11 +29,7 @@ namespace {
 }
 
 int open_or_fail(const fs::path& path, int flags, std::string_view what) {
-    for (;;) {
-        const int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
-        if (fd >= 0) return fd;
-        if (errno != EINTR) fail(what, path, errno);
-    }
+    return open_private(path, flags, what);
 }
 
 void sync_fd(int fd, const fs::path& path) {
@@ -70,6 +67,39 @@ std::optional<uint64_t> sequence_in(std::string_view name, std::string_view pref
 
 }  // namespace
 
+void create_data_directory(const fs::path& dir) {
+    std::error_code ec;
+    if (fs::is_directory(dir, ec)) return;
+    if (dir.has_parent_path() && dir.parent_path() != dir) {
+        fs::create_directories(dir.parent_path(), ec);
+        if (ec) fail("cannot create the data directory's parent", dir.parent_path(), ec.value());
+    }
+    if (::mkdir(dir.c_str(), 0700) != 0) {
+        if (errno == EEXIST && fs::is_directory(dir, ec)) return;  // another process made it first
+        fail("cannot create the data directory", dir, errno);
+    }
+    // mkdir(2) applies the umask, which may have taken bits the owner needs.
+    if (::chmod(dir.c_str(), 0700) != 0) fail("cannot set the mode of the data directory", dir, errno);
+}
+
+int open_private(const fs::path& path, int flags, std::string_view what) {
+    for (;;) {
+        const int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            if (errno == EINTR) continue;
+            fail(what, path, errno);
+        }
+        // A file opened to be written is the coordinator's own: 0600 whatever
+        // the umask, and a file an older version made 0644 is tightened too.
+        if ((flags & O_CREAT) != 0 && ::fchmod(fd, 0600) != 0) {
+            const int err = errno;
+            ::close(fd);
+            fail("cannot set the mode (0600) of", path, err);
+        }
+        return fd;
+    }
+}
+
 fs::path snapshot_path(const fs::path& dir, uint64_t seq) {
     return dir / fmt::format("snapshot-{:020}.json", seq);
 }
@@ -79,9 +109,8 @@ fs::path journal_path(const fs::path& dir, uint64_t seq) {
 }
 
 DirectoryListing list_data_directory(const fs::path& dir) {
+    create_data_directory(dir);
     std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) fail("cannot create the data directory", dir, ec.value());
     DirectoryListing out;
     fs::directory_iterator it(dir, ec);
     if (ec) fail("cannot list the data directory", dir, ec.value());

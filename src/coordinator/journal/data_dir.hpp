@@ -1,6 +1,8 @@
 // The coordinator's data directory on POSIX: its file names, and the few
 // file operations durability needs (append, fsync, atomic replace,
 // truncate). Every failure is Error(io) naming the file and the reason.
+// What it creates is private to the coordinator's user whatever the umask:
+// the directory 0700, files 0600 (the state holds the store's values).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,14 @@ namespace cohort::coord::journal {
 std::filesystem::path snapshot_path(const std::filesystem::path& dir, uint64_t seq);
 // <dir>/journal-00000000000000000012.jsonl: the events after event 12.
 std::filesystem::path journal_path(const std::filesystem::path& dir, uint64_t seq);
+
+// Creates the directory (mode 0700) and any missing parents; an existing
+// directory keeps its mode.
+void create_data_directory(const std::filesystem::path& dir);
+
+// open(2) with O_CLOEXEC; a file it creates gets mode 0600. Error(io)
+// saying `what` and naming the file.
+int open_private(const std::filesystem::path& path, int flags, std::string_view what);
 
 struct DirectoryListing {
     std::vector<uint64_t> snapshots;                 // sequence numbers, ascending

@@ -4,8 +4,9 @@
 // writer thread's fsync), and shutting down.
 #include "coordinator/server/server.hpp"
 
-#include "core/accept_loop.hpp"
+#include "coordinator/journal/data_dir.hpp"
 #include "coordinator/server/session.hpp"
+#include "core/accept_loop.hpp"
 
 #include <boost/asio/post.hpp>
 
@@ -36,17 +37,9 @@ namespace coord::server {
 
 DataDirLock::DataDirLock(const std::filesystem::path& dir) {
     if (dir.empty()) return;
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) {
-        throw Error(Errc::io,
-                    fmt::format("coordinator: cannot create data directory '{}': {}", dir.string(), ec.message()));
-    }
+    journal::create_data_directory(dir);  // 0700: the state holds the store's values
     const std::filesystem::path path = dir / "lock";
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) {
-        throw Error(Errc::io, fmt::format("coordinator: cannot open '{}': {}", path.string(), std::strerror(errno)));
-    }
+    fd_ = journal::open_private(path, O_RDWR | O_CREAT, "cannot open the lock file");
     int rc = 0;
     do {
         rc = ::flock(fd_, LOCK_EX | LOCK_NB);
