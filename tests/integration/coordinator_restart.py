@@ -19,8 +19,11 @@ folder and talks plain HTTP to it (urllib). Cases:
             dropped with a warning; everything before it is back
   corrupt   garbage in the middle of the journal stops start-up with a
             message naming the file and the byte offset
+  lost      the newest journal emptied, then deleted, then its complete
+            last line damaged: each stops start-up with a message naming
+            the file and what to do; put back, everything is there
   private   under umask 0 the data directory is 0700 and every file in it
-            (lock, journal, snapshot) 0600
+            (lock, journal, snapshot, manifest) 0600
 
     coordinator_restart.py --coordinator PATH CASE [CASE...]
 
@@ -306,6 +309,41 @@ def case_corrupt(exe, workdir):
     print(f"corrupt: ok ({message.strip()})", flush=True)
 
 
+def refused(exe, data, workdir, name, *expected):
+    c = Coordinator(exe, data, free_port(), workdir, name)
+    check(c.started() is None, f"{name}: the coordinator started")
+    message = c.stderr()
+    check(c.proc.returncode != 0, f"{name}: exit {c.proc.returncode}")
+    for e in expected:
+        check(e in message, f"{name}: the message does not say {e!r}: {message!r}")
+    print(f"lost: {name}: ok ({message.strip()})", flush=True)
+
+
+def case_lost(exe, workdir):
+    data = os.path.join(workdir, "data")
+    journal = three_jobs_then_kill(exe, data, workdir)
+    with open(journal, "rb") as f:
+        good = f.read()
+    manifest = os.path.join(data, "manifest.json")
+    os.truncate(journal, 0)
+    refused(exe, data, workdir, "empty", journal + ": the journal is empty", "remove " + manifest)
+    os.remove(journal)
+    refused(exe, data, workdir, "missing", journal + ": the journal is missing", "remove " + manifest)
+    lines = good.splitlines(keepends=True)
+    last = bytearray(lines[-1])
+    last[len(last) // 2] ^= 1
+    with open(journal, "wb") as f:
+        f.write(b"".join(lines[:-1]) + bytes(last))
+    offset = len(good) - len(lines[-1])
+    refused(exe, data, workdir, "checksum", f"{journal}: byte {offset}: checksum mismatch",
+            f"truncate this file to {offset} bytes")
+    with open(journal, "wb") as f:
+        f.write(good)
+    b = start(exe, data, free_port(), workdir, "restored")
+    check(job_names(b.url) == ["a", "b", "c"], f"jobs after putting the journal back: {job_names(b.url)}")
+    check(b.terminate() == 0, "SIGTERM")
+
+
 def case_private(exe, workdir):
     data = os.path.join(workdir, "data")
     saved = os.umask(0)
@@ -317,7 +355,7 @@ def case_private(exe, workdir):
     check(a.terminate() == 0, "SIGTERM")  # a clean stop writes a snapshot
     modes = {name: stat.S_IMODE(os.stat(os.path.join(data, name)).st_mode) for name in os.listdir(data)}
     check(stat.S_IMODE(os.stat(data).st_mode) == 0o700, f"{data}: {oct(os.stat(data).st_mode)}")
-    check("lock" in modes and any(n.startswith("snapshot-") for n in modes),
+    check({"lock", "manifest.json"} <= set(modes) and any(n.startswith("snapshot-") for n in modes),
           f"files in {data}: {sorted(modes)}")
     bad = {n: oct(m) for n, m in modes.items() if m != 0o600}
     check(not bad, f"files not 0600: {bad}")
@@ -325,7 +363,7 @@ def case_private(exe, workdir):
 
 
 CASES = {"restart": case_restart, "lock": case_lock, "torn": case_torn, "corrupt": case_corrupt,
-         "private": case_private}
+         "lost": case_lost, "private": case_private}
 
 
 def run_case(exe, name):

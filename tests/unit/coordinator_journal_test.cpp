@@ -1,7 +1,8 @@
 // coordinator/journal: the state survives a restart on the same directory:
 // through the journal, through snapshots, after a torn last line and after
-// kill -9 mid-commit; any other damage stops start-up with a message that
-// names the file and the byte offset; the files are private (0700/0600).
+// kill -9 mid-commit; any other damage (a journal missing or emptied
+// included) stops start-up with a message that names the file and says
+// what to do; the files are private (0700/0600).
 #include "coordinator/journal/durable_state.hpp"
 #include "coordinator/journal/record.hpp"
 #include "core/json_text.hpp"
@@ -222,6 +223,7 @@ TEST(CoordinatorJournal, AutomaticSnapshotsKeepTheNewest) {
     std::vector<std::string> snapshots, journals;
     for (const auto& entry : fs::directory_iterator(dir.path())) {
         const std::string name = entry.path().filename().string();
+        if (name == "manifest.json") continue;
         (name.starts_with("snapshot-") ? snapshots : journals).push_back(name);
     }
     std::sort(snapshots.begin(), snapshots.end());
@@ -234,47 +236,202 @@ TEST(CoordinatorJournal, AutomaticSnapshotsKeepTheNewest) {
 }
 
 TEST(CoordinatorJournal, TornLastLineIsDroppedWithAWarning) {
-    for (const bool flip : {false, true}) {
-        SCOPED_TRACE(flip ? "checksum mismatch" : "cut mid-line");
-        TempDir dir;
-        Workload w;
-        std::string before;
-        {
-            DurableState d = DurableState::open(dir.path(), manual_snapshots());
-            w.start(d);
-            for (int i = 0; i < 10; ++i) w.step(d);
-            before = text_of(d.state());
-            w.store_only(d, "lost");
-        }
-        const fs::path file = journal_file(dir.path(), 0);
-        std::string text = read(file);
-        const std::size_t last_line = line_start(text, line_count(text) - 1);
-        if (flip) {
-            text[last_line + 20] ^= 1;  // a flipped bit inside the last line
-        } else {
-            text.resize(text.size() - 7);  // a write cut short
-        }
-        write(file, text);
-
-        std::vector<std::string> warnings;
-        DurableState d = DurableState::open(dir.path(), manual_snapshots(), collect(warnings));
-        EXPECT_EQ(text_of(d.state()), before);
-        ASSERT_EQ(warnings.size(), 1u);
-        EXPECT_NE(warnings[0].find(file.string() + ": byte " + std::to_string(last_line)), std::string::npos)
-            << warnings[0];
-        EXPECT_NE(warnings[0].find(flip ? "checksum mismatch" : "no end"), std::string::npos) << warnings[0];
-        EXPECT_EQ(fs::file_size(file), last_line);
-
-        // The next commit takes the dropped event's number and the file reads back cleanly.
-        const uint64_t last = d.stats().last_seq;
-        w.store_only(d, "next");
-        EXPECT_EQ(d.stats().last_seq, last + 1);
-        const std::string expected = text_of(d.state());
-        warnings.clear();
-        DurableState again = DurableState::open(dir.path(), manual_snapshots(), collect(warnings));
-        EXPECT_EQ(text_of(again.state()), expected);
-        EXPECT_TRUE(warnings.empty());
+    TempDir dir;
+    Workload w;
+    std::string before;
+    {
+        DurableState d = DurableState::open(dir.path(), manual_snapshots());
+        w.start(d);
+        for (int i = 0; i < 10; ++i) w.step(d);
+        before = text_of(d.state());
     }
+    // A write cut short: the next event's line without its last 7 bytes (a
+    // line that was fsynced, and so in the manifest, cannot be torn).
+    const fs::path file = journal_file(dir.path(), 0);
+    std::string text = read(file);
+    const std::size_t last_line = text.size();
+    const std::string line = journal::journal_line(line_count(text) + 1, event::JobDeleted{"j", 1});
+    text += line.substr(0, line.size() - 7);
+    write(file, text);
+
+    std::vector<std::string> warnings;
+    DurableState d = DurableState::open(dir.path(), manual_snapshots(), collect(warnings));
+    EXPECT_EQ(text_of(d.state()), before);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find(file.string() + ": byte " + std::to_string(last_line)), std::string::npos)
+        << warnings[0];
+    EXPECT_NE(warnings[0].find("no end"), std::string::npos) << warnings[0];
+    EXPECT_EQ(fs::file_size(file), last_line);
+
+    // The next commit takes the dropped event's number and the file reads back cleanly.
+    const uint64_t last = d.stats().last_seq;
+    w.store_only(d, "next");
+    EXPECT_EQ(d.stats().last_seq, last + 1);
+    const std::string expected = text_of(d.state());
+    warnings.clear();
+    DurableState again = DurableState::open(dir.path(), manual_snapshots(), collect(warnings));
+    EXPECT_EQ(text_of(again.state()), expected);
+    EXPECT_TRUE(warnings.empty());
+}
+
+// A crash cuts an append short before its '\n': a complete last line that
+// fails its checksum was damaged afterwards, and is not dropped.
+TEST(CoordinatorJournal, CompleteLastLineWithBadChecksumStopsStartUp) {
+    TempDir dir;
+    Workload w;
+    {
+        DurableState d = DurableState::open(dir.path(), manual_snapshots());
+        w.start(d);
+        for (int i = 0; i < 10; ++i) w.step(d);
+        w.store_only(d, "last");
+    }
+    const fs::path file = journal_file(dir.path(), 0);
+    std::string text = read(file);
+    const std::size_t last_line = line_start(text, line_count(text) - 1);
+    text[last_line + 20] ^= 1;  // a flipped bit inside the last line
+    write(file, text);
+
+    std::vector<std::string> warnings;
+    const std::string message =
+        error_of([&] { DurableState::open(dir.path(), manual_snapshots(), collect(warnings)); }, Errc::parse);
+    EXPECT_NE(message.find(file.string() + ": byte " + std::to_string(last_line) + ": checksum mismatch"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("a complete line, so not one a crash cut short"), std::string::npos) << message;
+    EXPECT_NE(message.find("restore the data directory from a backup, or truncate this file to " +
+                           std::to_string(last_line) + " bytes"),
+              std::string::npos)
+        << message;
+    EXPECT_TRUE(warnings.empty());
+    EXPECT_EQ(read(file), text);  // nothing repaired behind the operator's back
+
+    // Doing what the message says starts from the events before the line.
+    fs::resize_file(file, last_line);
+    fs::remove(dir.path() / "manifest.json");
+    DurableState d = DurableState::open(dir.path(), manual_snapshots());
+    EXPECT_EQ(d.stats().last_seq, line_count(text) - 1);
+}
+
+// The events of one journal, and then the journal is deleted or emptied:
+// the manifest says events were fsynced there, so start-up stops.
+TEST(CoordinatorJournal, MissingOrEmptyNewestJournalStopsStartUp) {
+    for (const bool snapshot : {false, true}) {
+        for (const bool missing : {true, false}) {
+            SCOPED_TRACE(
+                fmt::format("{}, {}", snapshot ? "after a snapshot" : "no snapshot", missing ? "missing" : "empty"));
+            TempDir dir;
+            Workload w;
+            uint64_t base = 0, last = 0;
+            {
+                DurableState d = DurableState::open(dir.path(), manual_snapshots());
+                w.start(d);
+                for (int i = 0; i < 3; ++i) w.step(d);
+                if (snapshot) d.snapshot();
+                base = snapshot ? d.stats().last_seq : 0;
+                for (int i = 0; i < 3; ++i) w.step(d);
+                last = d.stats().last_seq;
+            }
+            const fs::path file = journal_file(dir.path(), base);
+            if (missing) {
+                fs::remove(file);
+            } else {
+                fs::resize_file(file, 0);
+            }
+            const std::string message = error_of([&] { DurableState::open(dir.path()); }, Errc::parse);
+            const fs::path manifest = dir.path() / "manifest.json";
+            EXPECT_NE(message.find(file.string() + ": the journal " +
+                                   (missing ? "is missing, but " + manifest.string() + " names it as the newest one"
+                                            : fmt::format("is empty: the events end at event {}", base))),
+                      std::string::npos)
+                << message;
+            EXPECT_NE(message.find(fmt::format("event {} is the last left; events {} to ", base, base + 1)),
+                      std::string::npos)
+                << message;
+            EXPECT_NE(message.find("restore the file from a backup"), std::string::npos) << message;
+            EXPECT_NE(message.find("remove " + manifest.string()), std::string::npos) << message;
+            EXPECT_EQ(fs::exists(file), !missing);
+            EXPECT_GT(last, base);
+
+            // Doing what the message says starts from what is left.
+            fs::remove(manifest);
+            std::vector<std::string> warnings;
+            DurableState d = DurableState::open(dir.path(), {}, collect(warnings));
+            EXPECT_EQ(d.stats().last_seq, base);
+            if (!snapshot && missing) {
+                EXPECT_TRUE(warnings.empty());  // nothing left: a new directory
+            } else {
+                ASSERT_EQ(warnings.size(), 1u);
+                EXPECT_NE(warnings[0].find("no manifest"), std::string::npos) << warnings[0];
+            }
+        }
+    }
+}
+
+// Nothing lost, nothing reported: a journal just started, and a crash
+// between a snapshot and its journal's start (the manifest still names the
+// journal before).
+TEST(CoordinatorJournal, NoFalseAlarmAfterASnapshot) {
+    TempDir dir;
+    Workload w;
+    std::string before;
+    uint64_t seq = 0;
+    {
+        DurableState d = DurableState::open(dir.path(), manual_snapshots());
+        w.start(d);
+        for (int i = 0; i < 3; ++i) w.step(d);
+        d.snapshot();
+        seq = d.stats().last_seq;
+        before = text_of(d.state());
+    }
+    EXPECT_EQ(fs::file_size(journal_file(dir.path(), seq)), 0u);
+    std::vector<std::string> warnings;
+    EXPECT_EQ(text_of(DurableState::open(dir.path(), {}, collect(warnings)).state()), before);
+    EXPECT_TRUE(warnings.empty());
+
+    fs::remove(journal_file(dir.path(), seq));
+    write(dir.path() / "manifest.json", journal::manifest_text({0, seq - 2}));
+    DurableState d = DurableState::open(dir.path(), {}, collect(warnings));
+    EXPECT_EQ(text_of(d.state()), before);
+    EXPECT_TRUE(warnings.empty());
+    EXPECT_TRUE(fs::exists(journal_file(dir.path(), seq)));
+}
+
+// A journal deleted before any event reached it: nothing saved is lost,
+// but a file the manifest names is gone, so start-up still stops.
+TEST(CoordinatorJournal, MissingJournalWithNoSavedEventsStopsStartUp) {
+    TempDir dir;
+    uint64_t seq = 0;
+    {
+        DurableState d = DurableState::open(dir.path(), manual_snapshots());
+        Workload w;
+        w.start(d);
+        d.snapshot();
+        seq = d.stats().last_seq;
+    }
+    fs::remove(journal_file(dir.path(), seq));
+    const fs::path manifest = dir.path() / "manifest.json";
+    const std::string message = error_of([&] { DurableState::open(dir.path()); }, Errc::parse);
+    EXPECT_NE(message.find(journal_file(dir.path(), seq).string() + ": the journal is missing, but " +
+                           manifest.string() + " names it as the newest one;"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find(fmt::format("or remove {} to start from event {} (the manifest records no event after it "
+                                       "as saved)",
+                                       manifest.string(), seq)),
+              std::string::npos)
+        << message;
+}
+
+TEST(CoordinatorJournal, DamagedManifestStopsStartUp) {
+    TempDir dir;
+    { DurableState::open(dir.path()); }
+    const fs::path manifest = dir.path() / "manifest.json";
+    std::string text = read(manifest);
+    text[text.size() / 2] ^= 2;
+    write(manifest, text);
+    const std::string message = error_of([&] { DurableState::open(dir.path()); }, Errc::parse);
+    EXPECT_NE(message.find(manifest.string() + ": byte 0: the manifest"), std::string::npos) << message;
+    EXPECT_NE(message.find("restore it from a backup, or remove it"), std::string::npos) << message;
 }
 
 // The directory and every file in it are the coordinator's user's alone,
@@ -298,7 +455,7 @@ TEST(CoordinatorJournal, FilesArePrivate) {
         EXPECT_EQ(mode(e.path()), fs::perms::owner_read | fs::perms::owner_write) << e.path();
         ++files;
     }
-    EXPECT_EQ(files, 3u);  // two journals, a snapshot
+    EXPECT_EQ(files, 4u);  // two journals, a snapshot, the manifest
 }
 
 TEST(CoordinatorJournal, CorruptionBeforeTheEndStopsStartUp) {

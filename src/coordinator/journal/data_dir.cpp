@@ -67,6 +67,10 @@ std::optional<uint64_t> sequence_in(std::string_view name, std::string_view pref
 
 }  // namespace
 
+fs::path manifest_path(const fs::path& dir) {
+    return dir / "manifest.json";
+}
+
 void create_data_directory(const fs::path& dir) {
     std::error_code ec;
     if (fs::is_directory(dir, ec)) return;
@@ -120,7 +124,9 @@ DirectoryListing list_data_directory(const fs::path& dir) {
             out.snapshots.push_back(*seq);
         } else if (const auto seq_j = sequence_in(name, "journal-", ".jsonl")) {
             out.journals.push_back(*seq_j);
-        } else if (name.starts_with("snapshot-") && name.ends_with(".tmp")) {
+        } else if (name == "manifest.json") {
+            out.manifest = true;
+        } else if ((name.starts_with("snapshot-") || name == "manifest.json.tmp") && name.ends_with(".tmp")) {
             out.temporaries.push_back(entry.path());
         }
     }

@@ -18,6 +18,9 @@ std::filesystem::path snapshot_path(const std::filesystem::path& dir, uint64_t s
 // <dir>/journal-00000000000000000012.jsonl: the events after event 12.
 std::filesystem::path journal_path(const std::filesystem::path& dir, uint64_t seq);
 
+// <dir>/manifest.json: the newest journal and the last event known durable.
+std::filesystem::path manifest_path(const std::filesystem::path& dir);
+
 // Creates the directory (mode 0700) and any missing parents; an existing
 // directory keeps its mode.
 void create_data_directory(const std::filesystem::path& dir);
@@ -30,6 +33,7 @@ struct DirectoryListing {
     std::vector<uint64_t> snapshots;                 // sequence numbers, ascending
     std::vector<uint64_t> journals;                  // the same
     std::vector<std::filesystem::path> temporaries;  // *.tmp left by a crash mid-write
+    bool manifest = false;                           // manifest.json is there
 };
 
 // Creates the directory if it is missing. Other files are left alone.

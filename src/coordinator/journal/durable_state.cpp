@@ -81,6 +81,10 @@ DurableState DurableState::open(const fs::path& dir, JournalOptions options, std
     const bool fresh = !recovered.last_journal;
     out.segment_ = journal::AppendFile(journal::journal_path(dir, out.segment_base_));
     if (fresh) journal::sync_directory(dir);
+    // What was replayed may still be only in the page cache (the last run was
+    // killed before its fsync): on disk first, then recorded as durable.
+    out.segment_.sync();
+    out.record_manifest(recovered.last_seq);
     out.queued_seq_ = out.answer_seq_ = out.stats_.last_seq;
     out.queued_snapshot_seq_ = out.stats_.snapshot_seq;
     out.queued_snapshot_ = out.has_snapshot_;
@@ -95,6 +99,7 @@ DurableState::DurableState(DurableState&& other) noexcept
       state_(std::move(other.state_)),
       segment_(std::move(other.segment_)),
       segment_base_(other.segment_base_),
+      manifest_durable_(other.manifest_durable_),
       has_snapshot_(other.has_snapshot_),
       unsynced_since_(std::exchange(other.unsynced_since_, std::nullopt)),
       broken_(other.broken_),
@@ -114,6 +119,7 @@ DurableState& DurableState::operator=(DurableState&& other) noexcept {
         state_ = std::move(other.state_);
         segment_ = std::move(other.segment_);
         segment_base_ = other.segment_base_;
+        manifest_durable_ = other.manifest_durable_;
         has_snapshot_ = other.has_snapshot_;
         unsynced_since_ = std::exchange(other.unsynced_since_, std::nullopt);
         broken_ = other.broken_;
@@ -231,6 +237,7 @@ void DurableState::sync_quietly() noexcept {
     if (broken_ || !segment_.is_open() || !unsynced_since_) return;
     try {
         segment_.sync();
+        if (manifest_durable_ <= segment_base_ && stats_.last_seq > segment_base_) record_manifest(stats_.last_seq);
     } catch (...) {
         // Nobody to tell: the events were written, only the fsync failed.
     }
@@ -296,10 +303,25 @@ void DurableState::sync_segment() {
     check_usable();
     if (!unsynced_since_) return;
     guarded(broken_, [&] { segment_.sync(); });
-    std::unique_lock<std::mutex> lock;
-    if (writer_) lock = std::unique_lock(writer_->mutex);
-    unsynced_since_.reset();
-    ++stats_.syncs;
+    {
+        std::unique_lock<std::mutex> lock;
+        if (writer_) lock = std::unique_lock(writer_->mutex);
+        unsynced_since_.reset();
+        ++stats_.syncs;
+    }
+    // Once per journal, at its first events on disk: from then on, start-up
+    // refuses a directory where this journal is missing or empty.
+    if (manifest_durable_ <= segment_base_ && stats_.last_seq > segment_base_) {
+        guarded(broken_, [&] { record_manifest(stats_.last_seq); });
+    }
+}
+
+// The manifest is replaced only after what it claims is on disk, so a
+// crash between the two steps never makes start-up see a loss that is not.
+void DurableState::record_manifest(uint64_t durable) {
+    journal::replace_file_durably(journal::manifest_path(dir_),
+                                  journal::manifest_text(journal::ManifestRecord{segment_base_, durable}));
+    manifest_durable_ = durable;
 }
 
 std::optional<DurableState::Clock::time_point> DurableState::sync_deadline() const {
@@ -340,6 +362,7 @@ void DurableState::write_snapshot(uint64_t seq, const boost::json::value& state)
             segment_ = journal::AppendFile(journal::journal_path(dir_, seq));
             segment_base_ = seq;
             journal::sync_directory(dir_);
+            record_manifest(seq);
         }
     });
     has_snapshot_ = true;

@@ -17,6 +17,15 @@
 //   journal-<S>.jsonl   the events after event S (S+1, S+2, ...), one
 //     JSON line each, appended as they happen:
 //       {"seq":N,"event":<to_json(Event)>,"crc32":"xxxxxxxx"}
+//   manifest.json       {"format":"cohort-coordinator-manifest","version":1,
+//        "journal":J,"durable":D,"crc32":"xxxxxxxx"}: journal-<J>.jsonl is
+//     the one appended to, and every event up to D is on disk (fsynced).
+//     Replaced atomically like a snapshot, and only after what it claims is
+//     on disk: at start-up, when a journal is started (D = J), and at the
+//     first fsync of events into a journal (D > J), so once per journal.
+//
+// All of it is private to the coordinator's user whatever the umask: the
+// directory is created 0700, the files 0600 (the store's values are there).
 //
 // "crc32" is the CRC-32 (IEEE, as zlib computes it) of every byte of the
 // line before `,"crc32":`, as 8 lower-case hex digits; it is always the
@@ -31,14 +40,20 @@
 // must start where the previous one ended (B = the last seq so far) and
 // number its lines without gaps. Leftover *.tmp files are removed.
 //
-// - A torn last line (no '\n' at the end, or a bad checksum on the final
-//   line of the newest journal) is what a crash mid-append leaves: it is
+// - A torn last line (no '\n' at the end of the newest journal) is what a
+//   crash mid-append leaves: it is
 //   dropped with a warning naming the file and byte offset, and the file is
 //   truncated back to the last good line so appends continue cleanly. That
 //   event was never committed (commit() had not returned), so nothing
 //   acknowledged is lost.
 // - Anything else stops start-up with Error(parse) naming the file, the
-//   byte offset and what to do: a bad line before the end, a gap or overlap
+//   byte offset and what to do: a bad line (a complete line with a bad
+//   checksum included, even the last: an append a crash cut short lacks
+//   its '\n'), a journal that the manifest names but that is missing,
+//   journals that end before the manifest's D (a journal emptied or cut
+//   short; D records a journal's first fsynced events only, so a journal cut
+//   at a line boundary after them is not noticed), a damaged manifest, a
+//   gap or overlap
 //   in sequence numbers, a journal that does not start where the events
 //   before it end, an event the state refuses, a newest snapshot that is
 //   damaged. A damaged newest snapshot is never skipped silently, even when
@@ -195,6 +210,8 @@ private:
     // thread calls these.
     void append(const std::vector<Event>& events, Clock::time_point now);
     void write_snapshot(uint64_t seq, const boost::json::value& state);
+    // manifest.json := {the current journal, `durable`}, durably.
+    void record_manifest(uint64_t durable);
     void sync_quietly() noexcept;
     void prune();
     void queue(Batch batch);
@@ -209,6 +226,7 @@ private:
     CoordinatorState state_;
     journal::AppendFile segment_;
     uint64_t segment_base_ = 0;
+    uint64_t manifest_durable_ = 0;  // what manifest.json says is on disk
     bool has_snapshot_ = false;
     std::optional<Clock::time_point> unsynced_since_;
     bool broken_ = false;

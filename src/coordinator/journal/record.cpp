@@ -17,6 +17,8 @@ namespace {
 
 constexpr std::string_view kSnapshotFormat = "cohort-coordinator-snapshot";
 constexpr uint64_t kSnapshotVersion = 1;
+constexpr std::string_view kManifestFormat = "cohort-coordinator-manifest";
+constexpr uint64_t kManifestVersion = 1;
 // ,"crc32":"xxxxxxxx"} : the fixed tail of every record.
 constexpr std::string_view kChecksumOpen = ",\"crc32\":\"";
 constexpr std::size_t kChecksumTail = kChecksumOpen.size() + 8 + 2;
@@ -102,6 +104,29 @@ SnapshotRecord read_snapshot(std::string_view record) {
     SnapshotRecord out{reader.uint("seq"), {}};
     reader.value("state");
     out.state = std::move(value.get_object()["state"]);
+    return out;
+}
+
+std::string manifest_text(const ManifestRecord& manifest) {
+    return seal(fmt::format("{{\"format\":\"{}\",\"version\":{},\"journal\":{},\"durable\":{}", kManifestFormat,
+                            kManifestVersion, manifest.journal, manifest.durable));
+}
+
+ManifestRecord read_manifest(std::string_view record) {
+    json::value value = parse_json(record);
+    detail::FieldReader reader(value, "manifest", Errc::parse);
+    reader.allow({"format", "version", "journal", "durable", "crc32"});
+    if (reader.string("format") != kManifestFormat) {
+        reader.fail("format", fmt::format("is '{}', expected '{}'", reader.string("format"), kManifestFormat));
+    }
+    if (reader.uint("version") != kManifestVersion) {
+        reader.fail("version", fmt::format("{} is not supported (this build reads version {})", reader.uint("version"),
+                                           kManifestVersion));
+    }
+    ManifestRecord out{reader.uint("journal"), reader.uint("durable")};
+    if (out.durable < out.journal) {
+        reader.fail("durable", fmt::format("{} is before the journal's first event ({})", out.durable, out.journal));
+    }
     return out;
 }
 

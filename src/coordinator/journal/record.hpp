@@ -48,4 +48,16 @@ struct SnapshotRecord {
 // A snapshot file's text whose checksum holds, '\n' removed. Error(parse).
 SnapshotRecord read_snapshot(std::string_view record);
 
+// The manifest: what start-up must find, so that a journal deleted or
+// emptied is noticed rather than replayed as "no events".
+struct ManifestRecord {
+    uint64_t journal = 0;  // journal-<journal>.jsonl is the one appended to
+    uint64_t durable = 0;  // every event up to this one was fsynced
+};
+
+// The manifest file's whole text, '\n' included.
+std::string manifest_text(const ManifestRecord& manifest);
+// A manifest's text whose checksum holds, '\n' removed. Error(parse).
+ManifestRecord read_manifest(std::string_view record);
+
 }  // namespace cohort::coord::journal

@@ -7,6 +7,8 @@
 #include "coordinator/state/json_parse.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -52,10 +54,43 @@ std::string snapshot_advice(const fs::path& dir, const DirectoryListing& listing
 
 std::string journal_advice(uint64_t offset) {
     return fmt::format(
-        "the journal is damaged before its end, so start-up stops: restore the data directory from a backup, or "
-        "truncate this file to {} bytes and remove the journals and snapshots after it to start from the events "
+        "the journal is damaged, so start-up stops: restore the data directory from a backup, or truncate this "
+        "file to {} bytes and remove the journals and snapshots after it and manifest.json to start from the events "
         "before this point (the later ones are lost)",
         offset);
+}
+
+// The manifest, or nothing in a directory without one (new, or written by
+// a version before manifests).
+std::optional<ManifestRecord> load_manifest(const fs::path& dir, const DirectoryListing& listing) {
+    if (!listing.manifest) return std::nullopt;
+    const fs::path file = manifest_path(dir);
+    const std::string text = read_file(file);
+    std::string_view record = text;
+    if (record.ends_with('\n')) record.remove_suffix(1);
+    const std::string advice =
+        "it records which journal files must be there; restore it from a backup, or remove it to start without "
+        "that check (a journal that was deleted or emptied then goes unnoticed)";
+    if (const auto problem = checksum_problem(record)) {
+        throw Error(Errc::parse, fmt::format("{}: byte 0: the manifest ({} bytes) is damaged: {}; {}", file.string(),
+                                             text.size(), *problem, advice));
+    }
+    return at(file, 0, advice, [&] { return read_manifest(record); });
+}
+
+// What to do when the journals hold fewer events than the manifest says
+// were fsynced.
+std::string lost_events_advice(const fs::path& dir, uint64_t last, uint64_t durable) {
+    if (durable <= last) {
+        return fmt::format(
+            "restore the file from a backup of the directory; or remove {} to start from event {} (the manifest "
+            "records no event after it as saved)",
+            manifest_path(dir).string(), last);
+    }
+    return fmt::format(
+        "restore the file from a backup of the directory; or, to start from the events that are left (event {} is "
+        "the last left; events {} to {} at least, which clients were told were saved, are lost), remove {}",
+        last, last + 1, durable, manifest_path(dir).string());
 }
 
 CoordinatorState load_snapshot(const fs::path& dir, const DirectoryListing& listing, uint64_t seq) {
@@ -92,9 +127,12 @@ void replay_journal(const fs::path& file, bool newest, Recovered& out, const std
             problem = checksum_problem(record);
         }
         if (problem) {
-            const bool tail = newest && (newline == std::string::npos || newline + 1 == text.size());
-            if (!tail) {
-                throw Error(Errc::parse, fmt::format("{}: byte {}: {}; {}", file.string(), offset, *problem,
+            // Only a line without its '\n' can be a write a crash cut short:
+            // a complete line that fails its checksum was damaged afterwards.
+            if (!newest || newline != std::string::npos) {
+                const std::string_view kind =
+                    newline == std::string::npos ? "" : " (a complete line, so not one a crash cut short)";
+                throw Error(Errc::parse, fmt::format("{}: byte {}: {}{}; {}", file.string(), offset, *problem, kind,
                                                      journal_advice(offset)));
             }
             if (warn) {
@@ -131,7 +169,18 @@ Recovered recover(const fs::path& dir, const std::function<void(std::string)>& w
     const DirectoryListing listing = list_data_directory(dir);
     for (const fs::path& tmp : listing.temporaries) {
         remove_file(tmp);
-        if (warn) warn(fmt::format("{}: removed an unfinished snapshot left by a crash", tmp.string()));
+        if (warn) {
+            const bool snapshot = tmp.filename().string().starts_with("snapshot-");
+            warn(fmt::format("{}: removed an unfinished {} left by a crash", tmp.string(),
+                             snapshot ? "snapshot" : "manifest"));
+        }
+    }
+    const std::optional<ManifestRecord> manifest = load_manifest(dir, listing);
+    if (!manifest && (!listing.snapshots.empty() || !listing.journals.empty()) && warn) {
+        warn(
+            fmt::format("{}: no manifest (a directory written by an older cohort, or the file was removed): a "
+                        "journal deleted or emptied before this start cannot be noticed; one is written now",
+                        manifest_path(dir).string()));
     }
     Recovered out;
     if (!listing.snapshots.empty()) {
@@ -139,6 +188,18 @@ Recovered recover(const fs::path& dir, const std::function<void(std::string)>& w
         out.state = load_snapshot(dir, listing, seq);
         out.snapshot = seq;
         out.last_seq = seq;
+    }
+    // The journal appended to last must be there, unless a newer snapshot
+    // holds all of it (a crash after the snapshot, before the manifest).
+    if (manifest && manifest->journal >= out.last_seq &&
+        !std::binary_search(listing.journals.begin(), listing.journals.end(), manifest->journal)) {
+        throw Error(Errc::parse,
+                    fmt::format("{}: the journal is missing, but {} names it as the newest one{}; {}",
+                                journal_path(dir, manifest->journal).string(), manifest_path(dir).string(),
+                                manifest->durable > manifest->journal
+                                    ? fmt::format(", holding events up to {} at least", manifest->durable)
+                                    : std::string(),
+                                lost_events_advice(dir, out.last_seq, std::max(manifest->durable, out.last_seq))));
     }
     std::vector<uint64_t> journals;
     for (uint64_t base : listing.journals) {
@@ -163,6 +224,17 @@ Recovered recover(const fs::path& dir, const std::function<void(std::string)>& w
         }
         replay_journal(file, i + 1 == journals.size(), out, warn);
         out.last_journal = journals[i];
+    }
+    if (manifest && out.last_seq < manifest->durable) {
+        const fs::path newest = journal_path(dir, out.last_journal.value_or(manifest->journal));
+        std::error_code ec;
+        const bool empty = fs::file_size(newest, ec) == 0 && !ec;
+        throw Error(Errc::parse,
+                    fmt::format("{}: the journal {} event {}, but {} says every event up to {} was written and "
+                                "fsynced: the file was {} after the coordinator wrote it; {}",
+                                newest.string(), empty ? "is empty: the events end at" : "ends at", out.last_seq,
+                                manifest_path(dir).string(), manifest->durable, empty ? "emptied" : "cut short",
+                                lost_events_advice(dir, out.last_seq, manifest->durable)));
     }
     return out;
 }
