@@ -390,11 +390,7 @@ private:
                 if (!is_constant(b) || at(b).constant.kind != RVal::string)
                     fail(*ast.children[1], "'matches' needs a constant string pattern on its right");
                 if (ta && *ta != Type::string) fail(ast, fmt::format("'matches' needs a string on its left, got {}", to_string(*ta)));
-                try {
-                    p_.regexes.emplace_back(std::string(at(b).constant.s), std::regex::ECMAScript | std::regex::optimize);
-                } catch (const std::regex_error& e) {
-                    fail(*ast.children[1], fmt::format("bad regular expression: {}", e.what()));
-                }
+                p_.regexes.push_back(pattern(at(b).constant.s, *ast.children[1]));
                 n.op = Op::matches;
                 n.index = static_cast<uint32_t>(p_.regexes.size() - 1);
                 n.type = Type::boolean;
@@ -413,6 +409,20 @@ private:
         }
         const uint32_t index = add(n, ast);
         return is_constant(a) && (is_constant(b) || n.op == Op::in_list || n.op == Op::matches) ? fold(index, ast) : index;
+    }
+
+    // The compiled pattern, or a compile error with the caret on the part of
+    // the pattern at fault when the pattern is written as one literal.
+    std::unique_ptr<const RE2> pattern(std::string_view text, const Ast& from) {
+        PatternError error;
+        auto re = compile_pattern(text, error);
+        if (re) return re;
+        const std::string_view source = p_.texts[text_];
+        const bool literal = from.kind == Ast::Kind::string && from.begin < source.size() &&
+                             (source[from.begin] == '\'' || source[from.begin] == '"');
+        fail_at(source, source_for(text_),
+                literal ? string_source_offset(source, from.begin, error.offset) : from.begin,
+                fmt::format("bad regular expression: {}", error.message));
     }
 
     // A variable compared with a constant gets a node that reads the slot

@@ -322,7 +322,7 @@ RVal evaluate(const Program& program, uint32_t index, const Context& context, Ev
             const RVal a = evaluate(program, n.a, context, state);
             if (undecided(a)) return a;
             if (a.kind != RVal::string) return fail(state, program, n, fmt::format("'matches' needs a string, got {}", describe(program, a)));
-            return RVal::of_bool(std::regex_search(a.s.begin(), a.s.end(), program.regexes[n.index]));
+            return RVal::of_bool(pattern_found(*program.regexes[n.index], a.s));
         }
         case Op::call: return call(program, n, context, state);
     }

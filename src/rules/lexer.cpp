@@ -2,6 +2,7 @@
 
 #include <cohort/error.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -80,6 +81,18 @@ std::optional<double> parse_duration_literal(std::string_view text) {
     for (const Unit& u : kDurationUnits)
         if (u.name == unit) return value * u.factor;
     return std::nullopt;
+}
+
+uint32_t string_source_offset(std::string_view text, uint32_t literal, std::size_t decoded) {
+    // The lexer's escapes: \xNN is four characters, any other escape two.
+    std::size_t j = literal + 1;
+    for (std::size_t n = 0; n < decoded && j < text.size(); ++n) {
+        if (text[j] != '\\')
+            ++j;
+        else
+            j += j + 1 < text.size() && text[j + 1] == 'x' ? 4 : 2;
+    }
+    return static_cast<uint32_t>(std::min(j, text.size()));
 }
 
 void fail_at(std::string_view text, std::string_view source, uint32_t offset, std::string_view message) {

@@ -33,6 +33,10 @@ std::vector<Token> tokenize(std::string_view text, std::string_view source);
 std::optional<int64_t> parse_size_literal(std::string_view text);
 std::optional<double> parse_duration_literal(std::string_view text);
 
+// The offset in `text` of byte `decoded` of the string literal that starts
+// (with its quote) at `literal`: where a pattern's error is in the source.
+uint32_t string_source_offset(std::string_view text, uint32_t literal, std::size_t decoded);
+
 // "1:12: message" with the line of `text` and a caret under `offset`,
 // prefixed by `source` when given.
 [[noreturn]] void fail_at(std::string_view text, std::string_view source, uint32_t offset, std::string_view message);

@@ -7,11 +7,12 @@
 #include <cohort/expression.hpp>
 
 #include "rules/lexer.hpp"
+#include "rules/pattern.hpp"
 
 #include <deque>
 #include <forward_list>
+#include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,7 +66,7 @@ struct Program {
     std::vector<Node> nodes;
     std::vector<uint32_t> children;
     std::vector<std::vector<RVal>> lists;
-    std::vector<std::regex> regexes;
+    std::vector<std::unique_ptr<const RE2>> regexes;  // the patterns of `matches`
     std::shared_ptr<Symbols> symbols;
     uint32_t root = 0;
     std::vector<uint32_t> variables;  // slots used, in first-use order

@@ -77,6 +77,78 @@ TEST(Expression, StringOperatorsAndFunctions) {
     EXPECT_EQ(truth("[1, 2] contains 2 AND 'ab' + 'cd' == 'abcd'"), Truth::yes);
 }
 
+// `matches` searches (a pattern found anywhere is a match) and compares
+// bytes, as the other string operators do.
+TEST(Expression, MatchesSearchesBytes) {
+    EXPECT_EQ(truth("path matches 'od'", {{"path", "model"}}), Truth::yes);
+    EXPECT_EQ(truth("path matches '^od'", {{"path", "model"}}), Truth::no);
+    EXPECT_EQ(truth("path matches '^model$'", {{"path", "model"}}), Truth::yes);
+    EXPECT_EQ(truth("path matches '(?i)^MODEL'", {{"path", "model"}}), Truth::yes);
+    EXPECT_EQ(truth("path matches '^..$'", {{"path", "\xc3\xa9"}}), Truth::yes);  // 'é' is two bytes
+    EXPECT_EQ(truth("header matches '^\\x80[\\x02-\\x05]'", {{"header", "\x80\x04rest"}}), Truth::yes);
+    EXPECT_EQ(truth("header matches 'a\\x00b'", {{"header", std::string("a\0b", 3)}}), Truth::yes);
+    EXPECT_EQ(truth("path matches '\\\\\\\\1'", {{"path", "a\\1"}}), Truth::yes);  // an escaped backslash, then 1
+    EXPECT_EQ(truth("'model' matches '^mod'"), Truth::yes);                        // folded when compiled
+}
+
+// Issue 19: std::regex overflowed the stack on long values and backtracked
+// exponentially on nested repetition. RE2 takes time linear in the value.
+TEST(Expression, MatchesLongValuesAndNestedRepetitionFinish) {
+    std::string ab(12'000, 'a');
+    for (std::size_t i = 0; i < ab.size(); i += 3) ab[i] = 'b';
+    EXPECT_EQ(truth("path matches '(a|b)*'", {{"path", ab}}), Truth::yes);
+    EXPECT_EQ(truth("path matches '^(a|b)*$'", {{"path", ab}}), Truth::yes);
+    EXPECT_EQ(truth("path matches '^(a|b)*$'", {{"path", ab + "c"}}), Truth::no);
+    const std::string x(50'000, 'x');
+    EXPECT_EQ(truth("path matches '.*'", {{"path", x}}), Truth::yes);
+    EXPECT_EQ(truth("path matches '^.*y$'", {{"path", x}}), Truth::no);
+    EXPECT_EQ(truth("path matches '(a*)*b'", {{"path", std::string(30, 'a')}}), Truth::no);
+    EXPECT_EQ(truth("path matches '(a*)*b'", {{"path", std::string(100'000, 'a')}}), Truth::no);
+    EXPECT_EQ(truth("path matches '(a*)*b'", {{"path", std::string(30, 'a') + "b"}}), Truth::yes);
+    EXPECT_EQ(truth("path matches '(x+x+)+y'", {{"path", x}}), Truth::no);
+}
+
+// RE2 has no back-references: refused when the condition is compiled, with
+// the caret on the back-reference, whether the match would fold or not.
+TEST(Expression, MatchesRefusesBackReferencesWhereTheyAre) {
+    EXPECT_EQ(compile_error("path matches '(a)\\\\1'"),
+              "1:18: bad regular expression: back-reference '\\1' is not supported (matches uses RE2 syntax, which has "
+              "none)\n"
+              "    path matches '(a)\\\\1'\n"
+              "                     ^");
+    EXPECT_THAT(compile_error("'aa' matches '(a)\\\\1'"),
+                HasSubstr("1:18: bad regular expression: back-reference '\\1'"));
+    EXPECT_THAT(compile_error("x > 1 AND\n  path matches '\\x41\\\\4444444444444444444444'"),
+                HasSubstr("2:21: bad regular expression: back-reference '\\4' is not supported"));
+    EXPECT_THAT(compile_error("path matches '[\\\\1]'"),
+                HasSubstr("1:16: bad regular expression: back-reference '\\1'"));
+    Definitions defs;
+    defs.macros["repeated"] = "path matches '(a)\\\\1'";
+    EXPECT_THAT(compile_error("repeated AND true", defs),
+                HasSubstr("in macro 'repeated': 1:18: bad regular expression: back-reference '\\1'"));
+}
+
+TEST(Expression, MatchesReportsBadPatternsWhereTheyAre) {
+    EXPECT_EQ(compile_error("path matches '(['"),
+              "1:16: bad regular expression: missing ]: [\n    path matches '(['\n                   ^");
+    EXPECT_THAT(compile_error("x matches '('"), HasSubstr("1:12: bad regular expression: missing ): ("));
+    EXPECT_THAT(
+        compile_error("x matches 'a(?=b)'"),
+        HasSubstr(
+            "1:13: bad regular expression: invalid perl operator: (?= (lookahead and lookbehind are not supported"));
+    EXPECT_THAT(compile_error("x matches 'a{1001}'"),
+                HasSubstr("1:13: bad regular expression: invalid repetition size: {1001}"));
+    EXPECT_THAT(compile_error("x matches '[z-a]'"),
+                HasSubstr("1:13: bad regular expression: invalid character class range: z-a"));
+    // A pattern built from constants has no literal to point into.
+    EXPECT_THAT(compile_error("x matches '(' + 'a'"), HasSubstr("1:11: bad regular expression: missing ): (a"));
+    std::string huge;
+    for (int i = 0; i < 200; ++i) huge += "[a-z]{1000}";
+    EXPECT_THAT(
+        compile_error("x matches '" + huge + "'"),
+        HasSubstr("1:12: bad regular expression: pattern too large - compile failed (it needs more than the 2 MiB"));
+}
+
 TEST(Expression, MissingVariablesAreUnknownAndAbsorbedByOrAnd) {
     EXPECT_EQ(truth("x || true"), Truth::yes);
     EXPECT_EQ(truth("x && false"), Truth::no);

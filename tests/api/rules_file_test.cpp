@@ -226,6 +226,12 @@ TEST(RuleFile, ConditionErrorsNameTheRuleField) {
               "r.yaml:4:16: rules[0].condition: 1:14: unknown function 'lenght' (did you mean 'len'?)\n"
               "    gpu_memory > lenght(x)\n"
               "                 ^");
+    // A bad pattern, with the caret on the part of it at fault.
+    EXPECT_EQ(parse_error(one_rule("id: a\n    condition: path matches '(a)\\\\1'\n    actions: [{type: t}]")),
+              "r.yaml:4:16: rules[0].condition: 1:18: bad regular expression: back-reference '\\1' is not supported "
+              "(matches uses RE2 syntax, which has none)\n"
+              "    path matches '(a)\\\\1'\n"
+              "                     ^");
     // Declaring variables makes a misspelt one an error.
     EXPECT_EQ(parse_error("version: 1\nvariables: {gpu_memory: number}\nrules:\n"
                           "  - {id: a, condition: gpu_mem > 3, actions: [{type: t}]}\n"),

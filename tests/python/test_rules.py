@@ -80,6 +80,17 @@ class ExpressionTest(unittest.TestCase):
         self.assertIn("\n    gpu_memory > lenght(x)\n                 ^", str(caught.exception))
         with self.assertRaises(cohort.InvalidArgument):
             cohort.Expression(42)
+        # matches runs RE2, which has no back-references.
+        with self.assertRaises(cohort.ParseError) as caught:
+            cohort.Expression("path matches '(a)\\\\1'")
+        self.assertIn("1:18: bad regular expression: back-reference '\\1' is not supported", str(caught.exception))
+
+    def test_matches_bytes_and_long_values(self):
+        e = cohort.Expression("header matches '^\\x80[\\x02-\\x05]'")
+        self.assertIs(e.test(header=b"\x80\x04\xff"), True)
+        self.assertIs(e.test(header=b"PK\x03\x04"), False)
+        self.assertIs(cohort.Expression("path matches '(a*)*b'").test(path="a" * 100_000), False)
+        self.assertIs(cohort.Expression("path matches '^(a|b)*$'").test(path="ab" * 25_000), True)
 
     def test_shared_symbols_and_declared_types(self):
         symbols = cohort.Symbols({"gpu_memory": "number"})
