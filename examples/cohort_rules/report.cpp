@@ -63,7 +63,7 @@ void print_evaluation(const cohort::Evaluation& ev, double time, const States& s
     std::string pending, firing;
     for (const auto& [rule, state] : states) {
         const bool fired =
-            std::any_of(ev.fired.begin(), ev.fired.end(), [&](const cohort::Firing& f) { return f.rule == rule; });
+            std::ranges::find(ev.fired, rule, &cohort::Firing::rule) != ev.fired.end();  // no lambda: clang 14
         if (state == cohort::RuleState::pending) pending += " " + rule;
         if (state == cohort::RuleState::firing && !fired) firing += " " + rule;
     }

@@ -295,10 +295,9 @@ void Engine::on_ack(Peer& peer, const FrameHeader& header) {
 
 // Copies the peer's buffer straight into ours, a chunk at a time, then
 // queues the ack that lets the peer reuse its buffer.
-void Engine::read_direct(Peer& peer, const FrameHeader& header) {
+void Engine::read_direct(Peer& peer) {
     ++peer.reads;
-    asio::async_read(peer.socket, asio::buffer(peer.in_direct), [this, p = &peer, header](const error_code& ec,
-                                                                                         std::size_t) {
+    asio::async_read(peer.socket, asio::buffer(peer.in_direct), [this, p = &peer](const error_code& ec, std::size_t) {
         --p->reads;
         if (ec == asio::error::operation_aborted || p->recv == nullptr || failed_) return;
         if (ec) {
@@ -382,7 +381,7 @@ void Engine::read_payload(Peer& peer, const FrameHeader& header) {
                                              peer.direct ? "" : " over TCP"));
             return;
         }
-        read_direct(peer, header);
+        read_direct(peer);
         return;
     }
     const std::size_t expected = std::min(max_frame_, t.bytes - peer.recv_done);

@@ -90,7 +90,7 @@ private:
     void pump(Peer& peer);
     bool wrote(Peer& peer, const boost::system::error_code& ec);
     void on_ack(Peer& peer, const FrameHeader& header);
-    void read_direct(Peer& peer, const FrameHeader& header);
+    void read_direct(Peer& peer);
     void start_recv(Peer& peer);
     void post_header_read(Peer& peer);
     void on_header(Peer& peer);

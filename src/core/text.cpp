@@ -185,6 +185,41 @@ std::optional<std::string_view> closest_word(std::string_view word, std::span<co
     return best;
 }
 
+std::string escape_bytes(std::string_view bytes, std::size_t max_bytes) {
+    const std::string_view shown = bytes.substr(0, max_bytes);
+    std::string out;
+    out.reserve(shown.size() + 3);
+    for (const char c : shown) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (c == '\\')
+            out += "\\\\";
+        else if (byte >= 0x20 && byte <= 0x7e)
+            out += c;
+        else
+            out += fmt::format("\\x{:02x}", byte);
+    }
+    if (shown.size() < bytes.size()) out += "...";
+    return out;
+}
+
+std::string quote(std::string_view bytes) {
+    constexpr std::size_t kShown = 80;
+    std::string out = fmt::format("'{}'", escape_bytes(bytes, kShown));
+    if (bytes.size() > kShown) out += fmt::format(" ({} bytes)", bytes.size());
+    return out;
+}
+
+std::string quote_keys(std::span<const std::string> keys) {
+    constexpr std::size_t kShown = 8;
+    std::string out;
+    for (std::size_t i = 0; i < keys.size() && i < kShown; ++i) {
+        if (i > 0) out += ", ";
+        out += quote(keys[i]);
+    }
+    if (keys.size() > kShown) out += fmt::format(" and {} more", keys.size() - kShown);
+    return out;
+}
+
 }  // namespace cohort::detail
 
 namespace cohort {

@@ -29,4 +29,16 @@ inline std::optional<std::string_view> closest_word(std::string_view word,
     return closest_word(word, std::span<const std::string_view>(candidates.begin(), candidates.size()));
 }
 
+// Bytes from a request, a file or a peer as they may sit in a message:
+// printable ASCII as is, a backslash as "\\", every other byte (NUL, control
+// characters, anything past 0x7e, so UTF-8 too) as "\xNN". The message then
+// stays whole through a C string and is valid UTF-8 and JSON-safe. Past
+// `max_bytes` input bytes the rest is cut and "..." follows.
+std::string escape_bytes(std::string_view bytes, std::size_t max_bytes = 80);
+// escape_bytes in single quotes, with the length when cut: 'a\x00b',
+// 'aaaa...' (300 bytes). For names, keys and paths that a caller supplied.
+std::string quote(std::string_view bytes);
+// "'a', 'b'", each as quote shows it (at most a handful, then "and N more").
+std::string quote_keys(std::span<const std::string> keys);
+
 }  // namespace cohort::detail

@@ -155,8 +155,8 @@ std::vector<Instance> instantiate(const Templates& templates, const Document& do
     const auto with = item.get("with");
     if (with) {
         for (const auto& [parameter, value] : read_entries(document, *with, "parameter names to values")) {
-            if (std::none_of(t.parameters.begin(), t.parameters.end(),
-                             [&](const TemplateParameter& p) { return p.name == parameter; })) {
+            // No lambda here: clang 14 cannot capture a structured binding.
+            if (std::ranges::find(t.parameters, parameter, &TemplateParameter::name) == t.parameters.end()) {
                 std::string message = fmt::format("template '{}' has no parameter '{}'", name, parameter);
                 if (auto near = closest_parameter(t, parameter))
                     message += fmt::format(" (did you mean '{}'?)", *near);

@@ -349,6 +349,75 @@ TEST(CoordinatorHttp, BadRequestsGetClearErrorsAndTheServerCarriesOn) {
     EXPECT_TRUE(contains(fresh.get("/v1/jobs").body, "\"name\":\"j\""));
 }
 
+// Well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF), as a JSON reader insists on.
+bool valid_utf8(const std::string& text) {
+    for (std::size_t i = 0; i < text.size();) {
+        const auto b = static_cast<unsigned char>(text[i]);
+        std::size_t len = 0;
+        unsigned lo = 0x80, hi = 0xbf;
+        if (b < 0x80)
+            len = 1;
+        else if (b >= 0xc2 && b <= 0xdf)
+            len = 2;
+        else if (b == 0xe0)
+            len = 3, lo = 0xa0;
+        else if (b == 0xed)
+            len = 3, hi = 0x9f;
+        else if (b >= 0xe1 && b <= 0xef)
+            len = 3;
+        else if (b == 0xf0)
+            len = 4, lo = 0x90;
+        else if (b == 0xf4)
+            len = 4, hi = 0x8f;
+        else if (b >= 0xf1 && b <= 0xf3)
+            len = 4;
+        else
+            return false;
+        if (i + len > text.size()) return false;
+        for (std::size_t k = 1; k < len; ++k) {
+            const auto c = static_cast<unsigned char>(text[i + k]);
+            if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xbf)) return false;
+        }
+        i += len;
+    }
+    return true;
+}
+
+TEST(CoordinatorHttp, ErrorsShowUntrustedBytesEscapedAndWhole) {
+    cohort::Coordinator coordinator(test_options());
+    Client c(coordinator.port());
+    one_node_job(c, "j");
+    // Each reply: the status, a UTF-8 body, and the detail naming the bytes as
+    // \xNN (a backslash escaped once more inside JSON).
+    const auto expect_error = [](const Reply& reply, unsigned status, const std::string& part) {
+        EXPECT_EQ(reply.status, status) << reply.body;
+        EXPECT_TRUE(valid_utf8(reply.body)) << reply.body;
+        EXPECT_TRUE(contains(reply.body, part)) << reply.body;
+    };
+
+    // A NUL no longer cuts the message short, nor does 0xff reach the body raw.
+    expect_error(c.get("/v1/jobs/a%00b"), 400u,
+                 R"(job name 'a\\x00b' holds byte 0x00; use printable ASCII without spaces or '/')");
+    expect_error(c.get("/v1/jobs/a%ffb/settings"), 400u, R"(job name 'a\\xffb' holds byte 0xff)");
+    expect_error(c.post("/v1/jobs/a%0ab/join", join_body(0)), 400u, R"(job name 'a\\x0ab')");
+    expect_error(c.post("/v1/jobs", R"({"name":"x\u0000y"})"), 400u, R"(job name 'x\\x00y' holds byte 0x00)");
+    // A long name is cut, and says so.
+    expect_error(c.get("/v1/jobs/" + std::string(300, 'n') + "%ff"), 400u, "...' is 301 bytes");
+
+    // Store keys are bytes: any key is allowed, and messages escape it.
+    expect_error(c.get("/v1/jobs/j/store/1/k%ff%00"), 404u, R"(no key 'k\\xff\\x00')");
+    expect_error(c.get("/v1/jobs/j/store/1%ff/k"), 400u, R"(generation '1\\xff' is not a whole number)");
+    expect_error(c.get("/v1/jobs/j/world?member=m%ff"), 400u, R"(member 'm\\xff' holds byte 0xff)");
+    expect_error(c.get("/v1/jobs/j/world?member=n0&peers=%ff"), 400u, R"(not '\\xff')");
+    expect_error(c.post("/v1/jobs/j/heartbeat", R"({"member":"gh\u0000ost","generation":0})"), 404u,
+                 R"(no member 'gh\\x00ost')");
+    expect_error(c.post("/v1/jobs/j/join", R"({"id":"n9","address":"h\u0000"})"), 400u,
+                 R"(address 'h\\x00' is not HOST:PORT)");
+    // The raw target as a route error shows it.
+    expect_error(c.get("/v2/%ff"), 404u, "GET /v2/%ff: no such route");
+}
+
 TEST(CoordinatorHttp, StopsWithAParkedRequestAndIdleConnections) {
     auto coordinator = std::make_unique<cohort::Coordinator>(test_options());
     Client c(coordinator->port());

@@ -278,7 +278,9 @@ TEST(StoreUrl, BadUrlsSayWhatIsWrong) {
         {"file:///tmp/%zz", "'%' is not followed by two hex digits"},
     };
     for (const auto& [url, what] : cases) {
-        const auto message = error_message(Errc::invalid_argument, [&] { open_store(url, with_timeout(100ms)); });
+        // [&url = url]: clang 14 cannot capture a structured binding implicitly.
+        const auto message =
+            error_message(Errc::invalid_argument, [&url = url] { open_store(url, with_timeout(100ms)); });
         EXPECT_THAT(message, HasSubstr("'" + url + "'")) << url;
         EXPECT_THAT(message, HasSubstr(what)) << url;
     }

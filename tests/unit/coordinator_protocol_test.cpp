@@ -2,15 +2,18 @@
 // back what its writer wrote, requests are strict and replies tolerant, and
 // the errors name the field.
 #include "coordinator/protocol/job_settings.hpp"
+#include "coordinator/protocol/json_bytes.hpp"
 #include "coordinator/protocol/metrics.hpp"
 #include "coordinator/protocol/replies.hpp"
 #include "coordinator/protocol/requests.hpp"
 #include "coordinator/protocol/store.hpp"
+#include "coordinator/server/http_reply.hpp"
 
 #include "coordinator_support.hpp"
 
 #include <cohort/coordinator_protocol.hpp>
 
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <gtest/gtest.h>
@@ -215,6 +218,19 @@ TEST(CoordinatorProtocol, PublicTextForms) {
                  "fn: metrics_json: not JSON");
     expect_error([] { cohort::heartbeat_metrics_from_json_text(R"({"speed": 1})", "fn: metrics_json"); },
                  Errc::invalid_argument, "fn: metrics_json: unknown field 'speed'");
+}
+
+// A byte that is not UTF-8 in any string of a reply (a message that forgot to
+// escape it) leaves the body JSON and UTF-8: it reads back as the text \xNN.
+TEST(Protocol, ReplyBodiesAreUtf8) {
+    const auto reply = server::error_response(400, "invalid_argument",
+                                              "a\xff"
+                                              "b \xc3\xa9 \xed\xa0\x80");
+    EXPECT_TRUE(is_utf8(reply.body)) << reply.body;
+    const boost::json::value parsed = boost::json::parse(reply.body);
+    EXPECT_EQ(parsed.at("detail"), "a\\xffb \xc3\xa9 \\xed\\xa0\\x80");  // valid UTF-8 (the é) is kept
+    const auto plain = server::error_response(400, "invalid_argument", std::string("nul \0 kept", 10));
+    EXPECT_EQ(std::string(boost::json::parse(plain.body).at("detail").as_string()), std::string("nul \0 kept", 10));
 }
 
 }  // namespace

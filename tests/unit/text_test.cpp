@@ -1,4 +1,5 @@
-// core/text.hpp: sizes with units, natural ordering and typo suggestions.
+// core/text.hpp: sizes with units, natural ordering, typo suggestions and
+// untrusted bytes in messages.
 #include "core/text.hpp"
 
 #include <gtest/gtest.h>
@@ -180,6 +181,39 @@ TEST(ClosestWord, NothingWhenFarFromEveryCandidate) {
     EXPECT_EQ(closest_word("zzzzzzzz", {"id", "host", "address"}), std::nullopt);
     EXPECT_EQ(closest_word("foo", {"locality", "gpu_memory"}), std::nullopt);
     EXPECT_EQ(closest_word("anything", {}), std::nullopt);
+}
+
+TEST(EscapeBytes, PrintableAsciiStaysAsItIs) {
+    EXPECT_EQ(escape_bytes("job-1_a.b:c ~{}'\""), "job-1_a.b:c ~{}'\"");
+    EXPECT_EQ(escape_bytes(""), "");
+}
+
+TEST(EscapeBytes, EveryOtherByteIsHexAndNulDoesNotEndIt) {
+    EXPECT_EQ(escape_bytes(std::string("a\0b", 3)), "a\\x00b");
+    EXPECT_EQ(escape_bytes("\xff\x80\x7f\x1f\n\t\r"), "\\xff\\x80\\x7f\\x1f\\x0a\\x09\\x0d");
+    EXPECT_EQ(escape_bytes("h\xc3\xa9"), "h\\xc3\\xa9");  // UTF-8 too: the message stays ASCII
+    EXPECT_EQ(escape_bytes("a\\x00"), "a\\\\x00");        // a backslash cannot pass for an escape
+    std::string all;
+    for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
+    for (const char c : escape_bytes(all, all.size())) EXPECT_TRUE(c >= 0x20 && c <= 0x7e) << int(c);
+}
+
+TEST(EscapeBytes, LongInputIsCutAtTheLimit) {
+    EXPECT_EQ(escape_bytes(std::string(100, 'a')), std::string(80, 'a') + "...");
+    EXPECT_EQ(escape_bytes("abcdef", 3), "abc...");
+    EXPECT_EQ(escape_bytes("abc", 3), "abc");
+    // The limit counts input bytes; each may grow to four characters.
+    EXPECT_EQ(escape_bytes(std::string(10, '\0'), 2), "\\x00\\x00...");
+}
+
+TEST(Quote, QuotesEscapesAndGivesTheLengthWhenCut) {
+    EXPECT_EQ(quote("key"), "'key'");
+    EXPECT_EQ(quote(std::string("k\0y", 3)), "'k\\x00y'");
+    EXPECT_EQ(quote(std::string(81, 'k')), "'" + std::string(80, 'k') + "...' (81 bytes)");
+    const std::vector<std::string> keys = {"a", "b\xff"};
+    EXPECT_EQ(quote_keys(keys), "'a', 'b\\xff'");
+    const std::vector<std::string> many(10, "k");
+    EXPECT_EQ(quote_keys(many), "'k', 'k', 'k', 'k', 'k', 'k', 'k', 'k' and 2 more");
 }
 
 }  // namespace

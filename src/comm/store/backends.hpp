@@ -5,6 +5,7 @@
 #include <cohort/store.hpp>
 
 #include "core/deadline.hpp"  // deadline_after: the one clamp for every wait
+#include "core/text.hpp"      // quote, quote_keys: keys and values in messages
 
 #include <chrono>
 #include <cstdint>
@@ -28,11 +29,7 @@ void check_value(std::string_view address, std::string_view key, std::string_vie
 std::optional<int64_t> parse_stored_integer(std::string_view text);
 // "250 ms", "5 s", "1.5 s".
 std::string format_duration(std::chrono::milliseconds d);
-// "'a', 'b'" (at most a handful, then "and N more").
-std::string quote_keys(std::span<const std::string> keys);
 // "Connection refused" -> "connection refused", to sit inside a sentence.
 std::string lowercase_first(std::string text);
-// A key or value as it appears in a message: quoted and shortened.
-std::string quote(std::string_view text);
 
 }  // namespace cohort::detail

@@ -57,23 +57,6 @@ std::string lowercase_first(std::string text) {
     return text;
 }
 
-std::string quote(std::string_view text) {
-    constexpr std::size_t kShown = 80;
-    if (text.size() <= kShown) return fmt::format("'{}'", text);
-    return fmt::format("'{}...' ({} bytes)", text.substr(0, kShown), text.size());
-}
-
-std::string quote_keys(std::span<const std::string> keys) {
-    constexpr std::size_t kShown = 8;
-    std::string out;
-    for (std::size_t i = 0; i < keys.size() && i < kShown; ++i) {
-        if (i > 0) out += ", ";
-        out += quote(keys[i]);
-    }
-    if (keys.size() > kShown) out += fmt::format(" and {} more", keys.size() - kShown);
-    return out;
-}
-
 namespace {
 
 [[noreturn]] void bad_url(std::string_view url, std::string_view what) {

@@ -23,14 +23,14 @@ constexpr std::array<Level, 4> kLabelLevels = {Level::network_switch, Level::rac
 void validate_name(std::string_view what, std::string_view name) {
     if (name.empty()) throw Error(Errc::invalid_argument, fmt::format("{} must not be empty", what));
     if (name.size() > kMaxName) {
-        throw Error(Errc::invalid_argument, fmt::format("{} '{}...' is {} bytes; at most {} are allowed", what,
-                                                        name.substr(0, 40), name.size(), kMaxName));
+        throw Error(Errc::invalid_argument, fmt::format("{} '{}' is {} bytes; at most {} are allowed", what,
+                                                        detail::escape_bytes(name, 40), name.size(), kMaxName));
     }
     for (char c : name) {
         if (c <= ' ' || c > '~' || c == '/') {
             throw Error(
                 Errc::invalid_argument,
-                fmt::format("{} '{}' holds {}; use printable ASCII without spaces or '/'", what, name,
+                fmt::format("{} {} holds {}; use printable ASCII without spaces or '/'", what, detail::quote(name),
                             c == '/' ? std::string("'/'") : fmt::format("byte 0x{:02x}", static_cast<uint8_t>(c))));
         }
     }
@@ -46,8 +46,8 @@ void validate_descriptor(const Node& node, std::string_view where) {
                              std::stoul(node.address.substr(colon + 1)) <= 65535;
         if (!port_ok) {
             throw Error(Errc::invalid_argument,
-                        fmt::format("{}: node '{}': address '{}' is not HOST:PORT (IPv6 as [ADDR]:PORT)", where,
-                                    node.id, node.address));
+                        fmt::format("{}: node '{}': address {} is not HOST:PORT (IPv6 as [ADDR]:PORT)", where, node.id,
+                                    detail::quote(node.address)));
         }
     }
     if (node.status != NodeStatus::ready) {
@@ -83,9 +83,9 @@ Node descriptor_from_json(const json::value& value, std::string_view where, Errc
         const std::string text = reader.string("role");
         const auto role = parse_role(text);
         if (!role) {
-            reader.fail("role", fmt::format("unknown role '{}' (expected worker, chief, evaluator, "
+            reader.fail("role", fmt::format("unknown role {} (expected worker, chief, evaluator, "
                                             "parameter_server or coordinator)",
-                                            text));
+                                            detail::quote(text)));
         }
         node.role = *role;
     }
@@ -102,7 +102,7 @@ Node descriptor_from_json(const json::value& value, std::string_view where, Errc
             const auto bytes = detail::parse_size(memory->get_string());
             if (!bytes)
                 reader.fail("gpu_memory",
-                            fmt::format("'{}' is not a size such as 80GiB", memory->get_string().c_str()));
+                            fmt::format("{} is not a size such as 80GiB", detail::quote(memory->get_string())));
             node.gpu_memory_bytes = *bytes;
         } else {
             node.gpu_memory_bytes = reader.uint("gpu_memory");

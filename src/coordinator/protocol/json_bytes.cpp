@@ -30,43 +30,45 @@ int sextet(char c) {
 }  // namespace
 
 // Strict RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF.
-bool is_utf8(std::string_view bytes) {
-    std::size_t i = 0;
+std::size_t utf8_sequence(std::string_view bytes, std::size_t i) {
     const std::size_t n = bytes.size();
-    while (i < n) {
-        const auto b = static_cast<uint8_t>(bytes[i]);
-        if (b < 0x80) {
-            ++i;
-            continue;
-        }
-        std::size_t len = 0;
-        uint8_t lo = 0x80;
-        uint8_t hi = 0xBF;
-        if (b >= 0xC2 && b <= 0xDF)
-            len = 2;
-        else if (b == 0xE0)
-            len = 3, lo = 0xA0;
-        else if (b >= 0xE1 && b <= 0xEC)
-            len = 3;
-        else if (b == 0xED)
-            len = 3, hi = 0x9F;
-        else if (b >= 0xEE && b <= 0xEF)
-            len = 3;
-        else if (b == 0xF0)
-            len = 4, lo = 0x90;
-        else if (b >= 0xF1 && b <= 0xF3)
-            len = 4;
-        else if (b == 0xF4)
-            len = 4, hi = 0x8F;
-        else
-            return false;
-        if (i + len > n) return false;
-        const auto second = static_cast<uint8_t>(bytes[i + 1]);
-        if (second < lo || second > hi) return false;
-        for (std::size_t k = 2; k < len; ++k) {
-            const auto c = static_cast<uint8_t>(bytes[i + k]);
-            if (c < 0x80 || c > 0xBF) return false;
-        }
+    const auto b = static_cast<uint8_t>(bytes[i]);
+    if (b < 0x80) return 1;
+    std::size_t len = 0;
+    uint8_t lo = 0x80;
+    uint8_t hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF)
+        len = 2;
+    else if (b == 0xE0)
+        len = 3, lo = 0xA0;
+    else if (b >= 0xE1 && b <= 0xEC)
+        len = 3;
+    else if (b == 0xED)
+        len = 3, hi = 0x9F;
+    else if (b >= 0xEE && b <= 0xEF)
+        len = 3;
+    else if (b == 0xF0)
+        len = 4, lo = 0x90;
+    else if (b >= 0xF1 && b <= 0xF3)
+        len = 4;
+    else if (b == 0xF4)
+        len = 4, hi = 0x8F;
+    else
+        return 0;
+    if (i + len > n) return 0;
+    const auto second = static_cast<uint8_t>(bytes[i + 1]);
+    if (second < lo || second > hi) return 0;
+    for (std::size_t k = 2; k < len; ++k) {
+        const auto c = static_cast<uint8_t>(bytes[i + k]);
+        if (c < 0x80 || c > 0xBF) return 0;
+    }
+    return len;
+}
+
+bool is_utf8(std::string_view bytes) {
+    for (std::size_t i = 0; i < bytes.size();) {
+        const std::size_t len = utf8_sequence(bytes, i);
+        if (len == 0) return false;
         i += len;
     }
     return true;

@@ -14,6 +14,9 @@
 namespace cohort::coord {
 
 bool is_utf8(std::string_view bytes);
+// The length of the UTF-8 sequence that starts at bytes[i] (i < size), or 0
+// when none does there.
+std::size_t utf8_sequence(std::string_view bytes, std::size_t i);
 std::string base64_encode(std::string_view bytes);
 // Empty when `text` is not canonical base64 (padding included).
 std::optional<std::string> base64_decode(std::string_view text);

@@ -1,18 +1,48 @@
 // Responses and the mapping of cohort::Error onto HTTP statuses.
 #include "coordinator/server/http_reply.hpp"
 
+#include "coordinator/protocol/json_bytes.hpp"
 #include "core/json_text.hpp"
 
+#include <cstdint>
+
+#include <fmt/format.h>
 #include <boost/json/object.hpp>
 
 namespace cohort::coord::server {
 
 namespace json = boost::json;
 
+namespace {
+
+// Boost.JSON copies a string's bytes as they are, so a string that holds a
+// byte that is not UTF-8 makes a body that is not UTF-8 either. Such a byte
+// can only sit inside a string (all else is ASCII); there it becomes "\\xNN",
+// which reads back as the text \xNN. Messages escape what they echo
+// (detail::quote); this is the net under the ones that forget.
+std::string utf8_body(std::string body) {
+    if (coord::is_utf8(body)) return body;
+    std::string out;
+    out.reserve(body.size() + 16);
+    for (std::size_t i = 0; i < body.size();) {
+        const std::size_t len = coord::utf8_sequence(body, i);
+        if (len == 0) {
+            out += fmt::format("\\\\x{:02x}", static_cast<uint8_t>(body[i]));
+            ++i;
+        } else {
+            out.append(body, i, len);
+            i += len;
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
 Response json_response(const json::value& value, unsigned status) {
     Response r;
     r.status = status;
-    r.body = detail::to_text(value);
+    r.body = utf8_body(detail::to_text(value));
     return r;
 }
 

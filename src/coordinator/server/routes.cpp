@@ -9,6 +9,7 @@
 #include "coordinator/state/json_parse.hpp"
 #include "core/json_fields.hpp"
 #include "core/json_text.hpp"
+#include "core/text.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -31,11 +32,14 @@ json::value body_json(const Request& request, std::string_view what) {
     }
 }
 
+std::string target_text(const Request& request) {
+    return detail::escape_bytes(std::string_view(request.target().data(), request.target().size()), 200);
+}
+
 Response method_not_allowed(const Request& request, std::string_view allow) {
-    Response r =
-        error_response(405, "method_not_allowed",
-                       fmt::format("{} {}: method not allowed; this path takes {}",
-                                   std::string(request.method_string()), std::string(request.target()), allow));
+    Response r = error_response(405, "method_not_allowed",
+                                fmt::format("{} {}: method not allowed; this path takes {}",
+                                            std::string(request.method_string()), target_text(request), allow));
     r.allow = allow;
     return r;
 }
@@ -45,7 +49,7 @@ namespace {
 Response no_route(const Request& request) {
     return error_response(404, "no_route",
                           fmt::format("{} {}: no such route (the API is under /v1/jobs; see docs/coordinator.md)",
-                                      std::string(request.method_string()), std::string(request.target())));
+                                      std::string(request.method_string()), target_text(request)));
 }
 
 }  // namespace
@@ -129,6 +133,8 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
     }
 
     const std::string& job = p[2];
+    // Checked here, at the edge, so every message below can show it as is.
+    coord::validate_name("job name", job);
     if (p.size() == 3) {
         if (get) return json_response(state.job(job).view(now()));
         if (method != http::verb::delete_) return method_not_allowed(request, "GET, DELETE");
@@ -172,12 +178,13 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
             throw Error(Errc::invalid_argument, fmt::format("world of job '{}': name the member: ?member=ID", job));
         }
         const std::string& member = member_it->second;
+        coord::validate_name(fmt::format("world of job '{}': member", job), member);
         bool with_peers = true;
         if (const auto peers_it = target.query.find("peers"); peers_it != target.query.end()) {
             if (peers_it->second != "false" && peers_it->second != "true") {
                 throw Error(Errc::invalid_argument,
-                            fmt::format("world of job '{}': peers must be true or false, not '{}'", job,
-                                        peers_it->second));
+                            fmt::format("world of job '{}': peers must be true or false, not {}", job,
+                                        detail::quote(peers_it->second)));
             }
             // The member's place without the peer list: a few dozen bytes
             // instead of one entry per member, so 10,000 members can all

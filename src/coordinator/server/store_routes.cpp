@@ -5,6 +5,7 @@
 #include "coordinator/protocol/store.hpp"
 #include "coordinator/server/request_body.hpp"
 #include "coordinator/server/session.hpp"
+#include "core/text.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -22,6 +23,7 @@ using coord::server::body_json;
 using coord::server::error_response;
 using coord::server::json_response;
 using coord::server::method_not_allowed;
+using coord::server::target_text;
 
 namespace {
 
@@ -29,7 +31,7 @@ uint64_t whole_number(std::string_view text, std::string_view what) {
     uint64_t n = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
     if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-        throw Error(Errc::invalid_argument, fmt::format("{} '{}' is not a whole number", what, text));
+        throw Error(Errc::invalid_argument, fmt::format("{} {} is not a whole number", what, detail::quote(text)));
     }
     return n;
 }
@@ -41,12 +43,6 @@ std::chrono::milliseconds wait_limit(uint64_t ms, std::string_view where) {
                                                         where, ms, Coordinator::Impl::kMaxWait.count()));
     }
     return std::chrono::milliseconds(ms);
-}
-
-std::string quoted_list(const std::vector<std::string>& keys) {
-    std::string out;
-    for (const auto& k : keys) out += fmt::format("{}'{}'", out.empty() ? "" : ", ", k);
-    return out;
 }
 
 coord::server::Response value_response(std::string value) {
@@ -67,7 +63,7 @@ std::optional<coord::server::Response> Coordinator::Impl::store_route(const std:
     if (p.size() < 6 || p.size() > 7) {
         return error_response(404, "no_route",
                               fmt::format("{} {}: no such route; store paths are /v1/jobs/JOB/store/GEN/KEY",
-                                          std::string(request.method_string()), std::string(request.target())));
+                                          std::string(request.method_string()), target_text(request)));
     }
     const uint64_t generation = whole_number(p[4], where_gen + ": generation");
     const std::string& key = p[5];
@@ -78,10 +74,10 @@ std::optional<coord::server::Response> Coordinator::Impl::store_route(const std:
         if (p[6] != "add" && p[6] != "cas") {
             return error_response(404, "no_route",
                                   fmt::format("{} {}: no such route; after the key come only /add and /cas",
-                                              std::string(request.method_string()), std::string(request.target())));
+                                              std::string(request.method_string()), target_text(request)));
         }
         if (method != http::verb::post) return method_not_allowed(request, "POST");
-        const std::string what = fmt::format("{}: {} '{}'", where, p[6], key);
+        const std::string what = fmt::format("{}: {} {}", where, p[6], detail::quote(key));
         const json::value body = body_json(request, what);
         if (p[6] == "add") {
             const int64_t delta = coord::protocol::add_request_from_json(body, what, coord::protocol::kRequest);
@@ -106,7 +102,8 @@ std::optional<coord::server::Response> Coordinator::Impl::store_route(const std:
         auto missing = state.store_missing(job, generation, keys);
         if (missing.empty()) return json_response(coord::protocol::ready_reply());
         if (timeout.count() == 0) {
-            return error_response(408, "timeout", fmt::format("{}: keys not set: {}", where, quoted_list(missing)));
+            return error_response(408, "timeout",
+                                  fmt::format("{}: keys not set: {}", where, detail::quote_keys(missing)));
         }
         auto read = std::make_shared<ParkedRead>(io);
         read->session = session;
@@ -137,8 +134,9 @@ std::optional<coord::server::Response> Coordinator::Impl::store_route(const std:
             const auto timeout = wait_limit(timeout_ms, where);
             if (auto value = state.store_get(job, generation, key)) return value_response(std::move(*value));
             if (timeout.count() == 0) {
-                return error_response(404, "not_found",
-                                      fmt::format("{}: no key '{}' (add ?timeout_ms=N to wait for it)", where, key));
+                return error_response(
+                    404, "not_found",
+                    fmt::format("{}: no key {} (add ?timeout_ms=N to wait for it)", where, detail::quote(key)));
             }
             auto read = std::make_shared<ParkedRead>(io);
             read->session = session;
@@ -175,10 +173,10 @@ void Coordinator::Impl::park(std::shared_ptr<ParkedRead> read) {
         }
         const std::string where = fmt::format("store of job '{}' generation {}", r->job, r->generation);
         finish(r, error_response(408, "timeout",
-                                 r->get ? fmt::format("{}: key '{}' was not set within {} ms", where, r->keys.front(),
-                                                      r->timeout.count())
+                                 r->get ? fmt::format("{}: key {} was not set within {} ms", where,
+                                                      detail::quote(r->keys.front()), r->timeout.count())
                                         : fmt::format("{}: keys not set within {} ms: {}", where, r->timeout.count(),
-                                                      quoted_list(missing))));
+                                                      detail::quote_keys(missing))));
         if (const auto it = parked.find(r->job); it != parked.end() && it->second.reads.empty()) parked.erase(it);
     });
 }

@@ -1,6 +1,8 @@
 // Splitting and decoding request targets.
 #include "coordinator/server/target.hpp"
 
+#include "core/text.hpp"
+
 #include <cohort/error.hpp>
 
 #include <fmt/format.h>
@@ -40,7 +42,8 @@ std::string percent_decode(std::string_view text, std::string_view where) {
 
 Target parse_target(std::string_view target) {
     if (target.empty() || target.front() != '/') {
-        throw Error(Errc::invalid_argument, fmt::format("request target '{}' is not a path starting with '/'", target));
+        throw Error(Errc::invalid_argument,
+                    fmt::format("request target {} is not a path starting with '/'", detail::quote(target)));
     }
     Target out;
     std::string_view path = target;

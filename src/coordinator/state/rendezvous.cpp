@@ -3,6 +3,7 @@
 // the rules say after every change.
 #include "coordinator/protocol/descriptor.hpp"
 #include "coordinator/state/state.hpp"
+#include "core/text.hpp"
 
 #include <fmt/format.h>
 
@@ -12,7 +13,7 @@ namespace {
 
 const Member& member_of(const Job& job, std::string_view id) {
     if (const Member* m = job.find_member(id)) return *m;
-    throw Error(Errc::not_found, fmt::format("job '{}' has no member '{}' (join first)", job.name(), id));
+    throw Error(Errc::not_found, fmt::format("job '{}' has no member {} (join first)", job.name(), detail::quote(id)));
 }
 
 // A member that is no longer part of the job: it must join again.

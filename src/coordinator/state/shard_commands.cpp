@@ -1,6 +1,7 @@
 // CoordinatorState's dataset commands: register a plan, lease the next
 // shard, report one done.
 #include "coordinator/state/state.hpp"
+#include "core/text.hpp"
 
 #include <fmt/format.h>
 
@@ -34,7 +35,8 @@ ShardLease CoordinatorState::next_shard(std::string_view job_name, std::string_v
     const ShardQueue& queue = queue_of(j);
     const Member* m = j.find_member(member);
     if (m == nullptr)
-        throw Error(Errc::not_found, fmt::format("job '{}' has no member '{}' (join first)", job_name, member));
+        throw Error(Errc::not_found,
+                    fmt::format("job '{}' has no member {} (join first)", job_name, detail::quote(member)));
     if (m->state != MemberState::active) {
         throw Error(m->state == MemberState::waiting ? Errc::unavailable : Errc::mismatch,
                     fmt::format("job '{}': node '{}' is {}; shards go to members of the running world", job_name,
@@ -60,7 +62,8 @@ ShardDone CoordinatorState::shard_done(std::string_view job_name, std::string_vi
     Job& j = job_for(job_name);
     const ShardQueue& queue = queue_of(j);
     if (j.find_member(member) == nullptr) {
-        throw Error(Errc::not_found, fmt::format("job '{}' has no member '{}' (join first)", job_name, member));
+        throw Error(Errc::not_found,
+                    fmt::format("job '{}' has no member {} (join first)", job_name, detail::quote(member)));
     }
     if (lease == 0 || lease >= queue.next_lease_id()) {
         throw Error(Errc::not_found, fmt::format("job '{}' never granted lease {}", job_name, lease));

@@ -5,6 +5,7 @@
 #include "coordinator/protocol/descriptor.hpp"
 #include "core/json_fields.hpp"
 #include "core/json_text.hpp"
+#include "core/text.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -43,7 +44,7 @@ const Job* CoordinatorState::find_job(std::string_view name) const {
 
 const Job& CoordinatorState::job(std::string_view name) const {
     if (const Job* j = find_job(name)) return *j;
-    throw Error(Errc::not_found, fmt::format("no job '{}' (create it first)", name));
+    throw Error(Errc::not_found, fmt::format("no job {} (create it first)", detail::quote(name)));
 }
 
 Job& CoordinatorState::job_for(std::string_view name) {
