@@ -315,6 +315,16 @@ TEST(CoordinatorHttp, BadRequestsGetClearErrorsAndTheServerCarriesOn) {
     EXPECT_EQ(wrong_method.status, 405u);
     EXPECT_TRUE(contains(wrong_method.body, "GET, DELETE")) << wrong_method.body;
 
+    // The settings alone: GET only, every field filled in.
+    const Reply settings = c.get("/v1/jobs/j/settings");
+    EXPECT_EQ(settings.status, 200u);
+    EXPECT_TRUE(contains(settings.body, "\"heartbeat_interval\"")) << settings.body;
+    EXPECT_FALSE(contains(settings.body, "\"members\"")) << settings.body;
+    const Reply settings_post = c.post("/v1/jobs/j/settings", "{}");
+    EXPECT_EQ(settings_post.status, 405u);
+    EXPECT_TRUE(contains(settings_post.body, "this path takes GET")) << settings_post.body;
+    EXPECT_EQ(c.get("/v1/jobs/nope/settings").status, 404u);
+
     const Reply no_world_yet = c.call(http::verb::put, "/v1/jobs/j/store/1/k", "v");
     EXPECT_EQ(no_world_yet.status, 409u);
     EXPECT_TRUE(contains(no_world_yet.body, "\"error\":\"conflict\"")) << no_world_yet.body;
