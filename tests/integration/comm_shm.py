@@ -1,0 +1,667 @@
+#!/usr/bin/env python3
+"""The shared-memory transport between separate processes: the real thing.
+
+Starts N comm_shm_worker.py ranks that meet through a tcp:// store hosted by
+rank 0 on 127.0.0.1, then judges each one's output. Cases:
+
+  correctness_N          every collective over shm at N ranks (all-reduce for
+                         every dtype x op through "shm" and "auto", sizes 0, 1,
+                         7, 4097 and 1 MiB + 3 elements; broadcast, allgather,
+                         reduce-scatter, async, barrier): results right and
+                         bit-identical on every rank, transports "shm"
+  kill_N_rankV[_OP]      SIGKILL rank V in the middle of an OP (allreduce by
+                         default) over shm: every survivor fails fast, far
+                         below the 30 s timeout, with PeerFailed or Closed
+                         naming rank V
+  killall_running_4      SIGKILL every rank in the middle of all-reduces
+  killall_startup_4      SIGKILL every rank at points along construction
+  exit_MODE_3            every rank leaves after an all-reduce by close(), no
+                         close, os._exit, an exception or SIGTERM
+  small_devshm_4         /dev/shm a 1 MiB tmpfs, shm_size 8 MiB: a clear error
+  small_devshm_default_4 ... or a fallback that works; never a crash (SIGBUS)
+  full_devshm_3          a 4 MiB tmpfs that a file fills to 3.5 MiB
+  transports_*_3         what each peer goes through: default "shm"; with
+                         COHORT_SHM_SIZE=0 "direct"; ranks in separate PID
+                         namespaces (process_vm_readv denied) "shm", or "tcp"
+                         with shm off; COHORT_DIRECT_COPY=0 likewise
+  two_jobs_2             two 2-rank jobs at once on one host (same job id)
+
+No case may leave a file in /dev/shm. As root the driver re-runs itself
+under `unshare --mount` and mounts a fresh tmpfs on /dev/shm for each case,
+so that it lists /dev/shm before and after with no other test in the way;
+the cases that need that, or unshare --pid, fail (not skip) without root.
+Otherwise it checks the files the ranks mapped are gone. A watchdog kills
+every child and fails the case when it overruns, so the test never hangs.
+
+    comm_shm.py CASE [CASE...]      (or 'all'; COHORT_TEST_SEED sets the seed)
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "comm_shm_worker.py")
+PRIVATE = os.environ.get("COHORT_SHM_TEST_PRIVATE") == "1"  # in our own mount namespace
+ERRC = {"timeout": 6, "peer_failed": 13, "closed": 15}
+OP_TIMEOUT_S = 30.0          # per-operation timeout of the kill cases
+DETECT_BOUND_MS = 5000       # survivors must fail this fast after the kill
+EXIT_BOUND_S = 10.0          # ... and all be gone this soon after it
+MIB = 1 << 20
+SEED = int(os.environ.get("COHORT_TEST_SEED", "7"))
+
+
+class CaseFailed(Exception):
+    pass
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker_env(extra):
+    """Our environment without the knobs under test, plus the case's own."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COHORT_SHM_SIZE", "COHORT_DIRECT_COPY")}
+    env.update(extra or {})
+    return env
+
+
+class Job:
+    """N ranks, their output lines as they come, and a watchdog."""
+
+    def __init__(self, size, scenario, flags=(), env=None, wrap=(), deadline_s=60.0, name="job"):
+        self.size, self.name = size, name
+        self.deadline_s = deadline_s
+        self.deadline = time.monotonic() + deadline_s
+        self.eof = {r: 0 for r in range(size)}
+        self.events = queue.Queue()  # (rank, monotonic time, line or None at EOF, from stderr)
+        self.lines = {r: [] for r in range(size)}
+        self.stderr = {r: [] for r in range(size)}
+        self.marks = {r: {} for r in range(size)}  # "ready", "progress 3", ... -> monotonic time
+        self.results = {}
+        self.ready = {}  # rank -> its "ready {...}" line: describe(), transports, mapped files
+        self.procs = {}
+        self.store = "tcp://127.0.0.1:%d" % free_port()
+        try:
+            for rank in range(size):
+                argv = list(wrap) + [sys.executable, WORKER, "--rank", str(rank), "--size", str(size),
+                                     "--store", self.store, "--scenario", scenario, "--seed", str(SEED)]
+                argv += list(flags)
+                proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        env=worker_env(env))
+                self.procs[rank] = proc
+                for stream, is_err in ((proc.stdout, False), (proc.stderr, True)):
+                    threading.Thread(target=self._read, args=(rank, stream, is_err), daemon=True).start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _read(self, rank, stream, is_err):
+        for line in stream:
+            self.events.put((rank, time.monotonic(), line.rstrip("\n"), is_err))
+        self.events.put((rank, time.monotonic(), None, is_err))
+
+    def _handle(self, event):
+        rank, at, line, is_err = event
+        if line is None:
+            self.eof[rank] += 1
+        elif is_err:
+            self.stderr[rank].append(line)
+        else:
+            self.lines[rank].append(line)
+            if line.startswith("{"):
+                try:
+                    self.results[rank] = json.loads(line)
+                except ValueError:
+                    pass
+            elif line.startswith("ready "):
+                self.ready[rank] = json.loads(line[len("ready "):])
+                self.marks[rank].setdefault("ready", at)
+            else:
+                self.marks[rank].setdefault(line, at)
+
+    def pump(self, until, limit=None):
+        """Handles output until `until()` holds; False when `limit` (a
+        monotonic time) passes first. The watchdog deadline fails the case."""
+        while not until():
+            now = time.monotonic()
+            if limit is not None and now >= limit:
+                return False
+            if now >= self.deadline:
+                self.kill_all()
+                raise CaseFailed("watchdog: %s ran past its %.0f s deadline; killed every rank\n%s"
+                                 % (self.name, self.deadline_s, self.dump()))
+            stop = self.deadline if limit is None else min(self.deadline, limit)
+            try:
+                self._handle(self.events.get(timeout=max(0.001, min(0.05, stop - now))))
+            except queue.Empty:
+                pass
+        return True
+
+    def exited(self, ranks):
+        return all(self.procs[r].poll() is not None and self.eof[r] == 2 for r in ranks)
+
+    def wait_exit(self, ranks=None, limit=None):
+        """Until every rank in `ranks` (default all) exited and its output was read."""
+        ranks = list(range(self.size) if ranks is None else ranks)
+        return self.pump(lambda: self.exited(ranks), limit)
+
+    def progress(self, rank):
+        done = [int(m.split()[1]) for m in self.marks[rank] if m.startswith("progress ")]
+        return max(done, default=0)
+
+    def kill_all(self):
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def close(self):
+        self.kill_all()
+
+    def dump(self):
+        parts = ["%s: store %s, seed %d (COHORT_TEST_SEED)" % (self.name, self.store, SEED)]
+        for r in range(self.size):
+            proc = self.procs.get(r)
+            parts.append("--- rank %d (exit %s): %s" % (r, proc.poll() if proc else "?",
+                                                        " ".join(proc.args) if proc else ""))
+            parts.extend("  out: " + line[:2000] for line in self.lines[r][-10:])
+            parts.extend("  err: " + line for line in self.stderr[r][-30:])
+        return "\n".join(parts)
+
+
+def check(condition, message, job):
+    if not condition:
+        raise CaseFailed(message + "\n" + job.dump())
+
+
+def names_rank(text, rank):
+    return re.search(r"\brank %d\b" % rank, text) is not None
+
+
+def signal_name(code):
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return "signal %d" % -code
+
+
+# --------------------------------------------------------------- /dev/shm
+
+def listing():
+    return sorted(os.listdir("/dev/shm"))
+
+
+@contextlib.contextmanager
+def devshm(size="1g", filler=0):
+    """A fresh tmpfs on /dev/shm for one case (in our private mount
+    namespace), holding `filler` bytes in a file named filler. Yields the
+    listing before the case."""
+    if not PRIVATE:
+        yield listing()
+        return
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=1777" % size, "cohort-test", "/dev/shm"],
+                   check=True, timeout=20)
+    try:
+        if filler:
+            with open("/dev/shm/filler", "wb") as f:
+                f.write(b"\x5a" * filler)
+        before = listing()
+        print("  /dev/shm: a private %s tmpfs; before: %s" % (size, before or "empty"))
+        yield before
+    finally:
+        subprocess.run(["umount", "-l", "/dev/shm"], timeout=20)
+
+
+def no_leftovers(job, before, what=""):
+    """Nothing new in /dev/shm (exact in a private namespace), and none of
+    the files the ranks mapped still there."""
+    problems = []
+    if PRIVATE:
+        new = sorted(set(listing()) - set(before))
+        if new:
+            problems.append("left in /dev/shm%s: %s" % (what, ", ".join(new)))
+    mapped = sorted({s for res in list(job.results.values()) + list(job.ready.values())
+                     for s in res.get("segments", [])})
+    still = [s for s in mapped if os.path.exists(s)]
+    if still:
+        problems.append("files the ranks mapped still exist%s: %s" % (what, ", ".join(still)))
+    print("  /dev/shm after%s: %s; the ranks had mapped %s" % (what, listing() or "empty", mapped or "nothing"))
+    check(not problems, "\n".join(problems), job)
+
+
+# ------------------------------------------------------------------ checks
+
+def all_ok(job):
+    failures = []
+    for r in range(job.size):
+        res, code = job.results.get(r), job.procs[r].returncode
+        if code is not None and code < 0:
+            failures.append("rank %d died of %s" % (r, signal_name(code)))
+        elif res is None:
+            failures.append("rank %d printed no result (exit %s)" % (r, code))
+        elif not res["ok"] or code != 0:
+            failures.append("rank %d failed (exit %s) in %s: %s %s%s" % (
+                r, code, res.get("op"), res.get("error_type", ""), res.get("error", ""),
+                "".join("\n    " + f for f in res.get("failures", []))))
+    check(not failures, "\n".join(failures), job)
+
+
+def transports_are(job, expect, results=None):
+    """Every rank lists "self" for itself and `expect` for every peer, and
+    describe() agrees and says whether shm is in use. results: the ranks'
+    result lines, or their ready lines."""
+    failures = []
+    results = job.results if results is None else results
+    for r in range(job.size):
+        res = results.get(r)
+        if res is None:
+            failures.append("rank %d told nothing about its transports" % r)
+            continue
+        want = [("self" if p == r else expect) for p in range(job.size)]
+        d = res.get("describe") or {}
+        if res.get("transports") != want:
+            failures.append("rank %d: transports %s, expected %s" % (r, res.get("transports"), want))
+        missing = [k for k in ("rank", "size", "hosts", "transports", "shm", "shm_unavailable") if k not in d]
+        if missing:
+            failures.append("rank %d: describe() lacks %s: %s" % (r, ", ".join(missing), d))
+            continue
+        if d["rank"] != r or d["size"] != job.size or d["transports"] != res.get("transports"):
+            failures.append("rank %d: describe() disagrees: %s" % (r, d))
+        if len(d["hosts"]) != job.size or len(set(d["hosts"])) != 1:
+            failures.append("rank %d: hosts %s, expected one host for all %d" % (r, d["hosts"], job.size))
+        if expect == "shm":
+            if not (isinstance(d["shm"], dict) and "bytes" in d["shm"] and "ranks" in d["shm"]):
+                failures.append("rank %d: describe()['shm'] is %r, expected a dict with bytes and ranks"
+                                % (r, d["shm"]))
+            if d["shm_unavailable"] is not None:
+                failures.append("rank %d: shm in use but shm_unavailable is %r" % (r, d["shm_unavailable"]))
+        elif d["shm"] is not None:
+            failures.append("rank %d: transports %s but describe()['shm'] is %r" % (r, expect, d["shm"]))
+    check(not failures, "\n".join(failures), job)
+
+
+def identical(job):
+    """Each result's bytes are the same on every rank."""
+    keys = [set(job.results[r].get("digests", {})) for r in range(job.size)]
+    failures = ["rank %d ran other operations than rank 0: %s" % (r, sorted(keys[r] ^ keys[0])[:5])
+                for r in range(1, job.size) if keys[r] != keys[0]]
+    for key in sorted(keys[0]):
+        values = [job.results[r]["digests"].get(key) for r in range(job.size)]
+        if len(set(values)) != 1:
+            failures.append("%s: not bit-identical across ranks (sha256 %s)" % (key, values))
+    check(not failures, "\n".join(failures[:20]), job)
+    return len(keys[0])
+
+
+def barriers_hold(job):
+    """Nobody left barrier k before the last rank entered it."""
+    rounds = len(job.results[0]["barriers"])
+    for k in range(rounds):
+        entered = max(job.results[r]["barriers"][k][0] for r in range(job.size))
+        left = min(job.results[r]["barriers"][k][1] for r in range(job.size))
+        check(left >= entered, "barrier %d: a rank left %.1f ms before the last one entered"
+              % (k, (entered - left) * 1000), job)
+
+
+def run_correct(size, level, expect, env=None, wrap=(), flags=(), deadline_s=240, name="job"):
+    """A correctness job that must pass on every rank over `expect`."""
+    job = Job(size, "correctness", ["--level", level] + list(flags), env=env, wrap=wrap,
+              deadline_s=deadline_s, name=name)
+    try:
+        job.wait_exit()
+        all_ok(job)
+        transports_are(job, expect)
+        shared = identical(job)
+        barriers_hold(job)
+        if expect == "shm":
+            chosen = {r: job.results[r]["choose"] for r in range(size)}
+            check(all(set(c.values()) == {"shm"} for c in chosen.values()),
+                  "all ranks share a host, but \"auto\" picks %s (by bytes), not shm" % chosen[0], job)
+        res = job.results[0]
+        print("  %s: %d ranks ok over %s; %d checks each, %d results bit-identical across ranks; "
+              "all-reduces %.1f s, all %.1f s; shm %s"
+              % (name, size, expect, res["checks"], shared, res["allreduce_s"],
+                 max(job.results[r]["total_ms"] for r in range(size)) / 1000, res["describe"]["shm"]))
+        return job
+    finally:
+        job.close()
+
+
+# ------------------------------------------------------------------- cases
+
+def correctness(size):
+    print("correctness: %d ranks, every collective over shm, seed %d" % (size, SEED))
+    with devshm() as before:
+        job = run_correct(size, "full", "shm", deadline_s=240)
+        no_leftovers(job, before)
+
+
+def kill(size, victim, op="allreduce"):
+    count = MIB
+    flags = ["--op", op, "--count", str(count), "--timeout", str(OP_TIMEOUT_S), "--algorithm", "shm"]
+    print("kill: %d ranks, %s of %d float32 over shm, timeout %.0f s; SIGKILL rank %d"
+          % (size, op, count, OP_TIMEOUT_S, victim))
+    with devshm() as before:
+        job = Job(size, "loop", flags, deadline_s=120)
+        survivors = [r for r in range(size) if r != victim]
+        try:
+            job.pump(lambda: all(job.progress(r) >= 3 for r in range(size))
+                     or any(p.poll() is not None for p in job.procs.values()))
+            check(all(job.progress(r) >= 3 for r in range(size)), "a rank exited before 'progress 3'", job)
+            transports_are(job, "shm", job.ready)
+            # Land in the middle of an operation: half a period after the
+            # victim's last progress line.
+            times = sorted(t for m, t in job.marks[victim].items() if m.startswith("progress "))
+            period = (times[-1] - times[0]) / max(1, len(times) - 1)
+            time.sleep(max(0.0, min(period / 2, 0.5) - (time.monotonic() - times[-1])))
+            killed_mono, killed_unix = time.monotonic(), time.time()
+            os.kill(job.procs[victim].pid, signal.SIGKILL)
+            exited = job.wait_exit(survivors, limit=killed_mono + EXIT_BOUND_S)
+            gone_s = time.monotonic() - killed_mono
+            check(exited, "survivors still running %.1f s after rank %d was killed (timeout %.0f s): they hang"
+                  % (EXIT_BOUND_S, victim, OP_TIMEOUT_S), job)
+            job.procs[victim].wait(timeout=10)
+            print("  killed rank %d after %d %ss (period %.1f ms); every survivor exited after %.0f ms"
+                  % (victim, job.progress(victim), op, period * 1000, gone_s * 1000))
+            failures = []
+            for r in survivors:
+                res = job.results.get(r)
+                code = job.procs[r].returncode
+                if code < 0:
+                    failures.append("rank %d died of %s" % (r, signal_name(code)))
+                    continue
+                if res is None:
+                    failures.append("rank %d printed no result (exit %s)" % (r, code))
+                    continue
+                detect_ms = res["error_unix_ms"] - killed_unix * 1000 if res.get("error_unix_ms") else float("nan")
+                print("  rank %d: %s (code %s) %.0f ms after the kill: %s"
+                      % (r, res.get("error_type"), res.get("code"), detect_ms, res.get("error")))
+                if res["ok"]:
+                    failures.append("rank %d reports ok after its peer died" % r)
+                    continue
+                if res["code"] not in (ERRC["peer_failed"], ERRC["closed"]):
+                    failures.append("rank %d: %s (code %s), expected PeerFailed (13) or Closed (15)"
+                                    % (r, res.get("error_type"), res["code"]))
+                if not names_rank(res["error"], victim):
+                    failures.append("rank %d: the error does not name rank %d: %s" % (r, victim, res["error"]))
+                if not detect_ms < DETECT_BOUND_MS:
+                    failures.append("rank %d: failed %.0f ms after the kill, expected < %d"
+                                    % (r, detect_ms, DETECT_BOUND_MS))
+            check(not failures, "\n".join(failures), job)
+            no_leftovers(job, before)
+        finally:
+            job.close()
+
+
+def killall_running(size=4):
+    print("killall_running: %d ranks in all-reduces over shm; SIGKILL every rank at once" % size)
+    with devshm() as before:
+        job = Job(size, "loop", ["--count", str(MIB // 4), "--algorithm", "shm"], deadline_s=90)
+        try:
+            job.pump(lambda: all(job.progress(r) >= 3 for r in range(size))
+                     or any(p.poll() is not None for p in job.procs.values()))
+            check(all(job.progress(r) >= 3 for r in range(size)), "a rank exited before 'progress 3'", job)
+            for proc in job.procs.values():
+                os.kill(proc.pid, signal.SIGKILL)
+            check(job.wait_exit(limit=time.monotonic() + EXIT_BOUND_S), "SIGKILLed ranks still running", job)
+            print("  killed all %d ranks after %s all-reduces" % (size, [job.progress(r) for r in range(size)]))
+            no_leftovers(job, before)
+        finally:
+            job.close()
+
+
+def killall_startup(size=4):
+    """Construction is when segments are created and named: killing every
+    rank at any point of it must leave nothing behind."""
+    delays = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, "ready")
+    print("killall_startup: %d ranks, SIGKILL every rank %s s after all began constructing"
+          % (size, ", ".join(str(d) for d in delays)))
+    problems = []
+    for delay in delays:
+        with devshm() as before:
+            job = Job(size, "loop", ["--count", "4097", "--algorithm", "auto"], deadline_s=60,
+                      name="round %s" % delay)
+            try:
+                mark = "ready" if delay == "ready" else "constructing"
+                job.pump(lambda: all(mark in job.marks[r] for r in range(size))
+                         or any(p.poll() is not None for p in job.procs.values()))
+                check(all(mark in job.marks[r] for r in range(size)), "a rank exited before '%s'" % mark, job)
+                if delay != "ready":
+                    time.sleep(delay)
+                for proc in job.procs.values():
+                    os.kill(proc.pid, signal.SIGKILL)
+                check(job.wait_exit(limit=time.monotonic() + EXIT_BOUND_S), "SIGKILLed ranks still running", job)
+                ready = sum("ready" in job.marks[r] for r in range(size))
+                new = sorted(set(listing()) - set(before)) if PRIVATE else []
+                print("  after %s s: %d of %d ranks had constructed; left in /dev/shm: %s"
+                      % (delay, ready, size, new or "nothing"))
+                if new:
+                    problems.append("killed %s s into construction (%d of %d ranks constructed): left %s"
+                                    % (delay, ready, size, ", ".join(new)))
+            finally:
+                job.close()
+    if problems:
+        raise CaseFailed("\n".join(problems))
+
+
+EXIT_CODES = {"close": 0, "noclose": 0, "os_exit": 3, "exception": 1, "sigterm": -signal.SIGTERM}
+
+
+def exit_mode(mode, size=3):
+    print("exit: %d ranks leave after an all-reduce over shm by %s" % (size, mode))
+    with devshm() as before:
+        job = Job(size, "exit", ["--exit-mode", mode, "--algorithm", "shm"], deadline_s=60)
+        try:
+            job.wait_exit()
+            codes = [job.procs[r].returncode for r in range(size)]
+            check(all(r in job.results and job.results[r]["ok"] for r in range(size)),
+                  "a rank failed before it could leave", job)
+            check(codes == [EXIT_CODES[mode]] * size, "exit statuses %s, expected %d each"
+                  % (codes, EXIT_CODES[mode]), job)
+            transports_are(job, "shm")
+            no_leftovers(job, before)
+        finally:
+            job.close()
+
+
+def small_devshm(size, tmpfs, filler=0, shm_size=None):
+    """A /dev/shm too small for the segment: every rank either fails with an
+    error that says so, or falls back (shm_unavailable says why) and works;
+    no rank dies of a signal (SIGBUS when a sparse file runs out of pages)."""
+    flags = ["--level", "quick"] + (["--shm-size", str(shm_size)] if shm_size is not None else [])
+    print("small /dev/shm: %d ranks, a %s tmpfs%s, shm_size %s"
+          % (size, tmpfs, " holding a %d-byte file" % filler if filler else "",
+             shm_size if shm_size is not None else "default"))
+    with devshm(tmpfs, filler) as before:
+        job = Job(size, "correctness", flags, deadline_s=120)
+        try:
+            job.wait_exit()
+            crashed = [(r, signal_name(job.procs[r].returncode)) for r in range(size)
+                       if job.procs[r].returncode < 0]
+            check(not crashed, "ranks crashed: %s" % crashed, job)
+            check(all(r in job.results for r in range(size)), "a rank printed no result", job)
+            failed = [r for r in range(size) if not job.results[r]["ok"]]
+            for r in range(size):
+                res = job.results[r]
+                print("  rank %d: %s" % (r, "ok, transports %s, shm %s, shm_unavailable %r" % (
+                    res["transports"], res["describe"]["shm"], res["describe"]["shm_unavailable"])
+                    if res["ok"] else "%s in %s: %s" % (res.get("error_type"), res.get("op"), res.get("error"))))
+            if failed:
+                check(len(failed) == size, "ranks %s failed but %s went on" % (
+                    failed, [r for r in range(size) if r not in failed]), job)
+                clear = [r for r in failed if job.results[r].get("op") == "construct"
+                         and re.search(r"/dev/shm|shared.memory|\bshm", job.results[r].get("error", ""), re.I)]
+                check(clear, "no rank's error says that /dev/shm is too small", job)
+                check(all(job.results[r].get("op") == "construct" for r in failed),
+                      "ranks failed after construction, not with a clear error up front", job)
+            else:
+                all_ok(job)
+                identical(job)
+                uses_shm = {r: job.results[r]["transports"].count("shm") > 0 for r in range(size)}
+                if any(uses_shm.values()):
+                    # Shrunk to fit is a fallback too, if the segment truly fits.
+                    transports_are(job, "shm")
+                    nbytes = job.results[0]["describe"]["shm"]["bytes"]
+                    print("  shm kept, %d bytes in a %s tmpfs" % (nbytes, tmpfs))
+                else:
+                    reasons = [job.results[r]["describe"]["shm_unavailable"] for r in range(size)]
+                    check(all(isinstance(x, str) and x for x in reasons),
+                          "shm not used but shm_unavailable does not say why: %s" % reasons, job)
+            no_leftovers(job, before)
+        finally:
+            job.close()
+
+
+PID_NAMESPACE = ("unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--")
+
+
+def transports(expect, env=None, pidns=False, size=3):
+    """Which transport each pair of ranks picks when process_vm_readv and
+    shm are on or off, and that collectives work over it."""
+    print("transports: %d ranks%s, %s: expect %r" % (
+        size, " each in its own PID namespace" if pidns else "", env or "default environment", expect))
+    with devshm() as before:
+        job = run_correct(size, "quick", expect, env=env, wrap=PID_NAMESPACE if pidns else (), deadline_s=120)
+        for r in range(size):
+            d = job.results[r]["describe"]
+            if d.get("shm_unavailable"):
+                print("  rank %d: shm_unavailable %r" % (r, d["shm_unavailable"]))
+        no_leftovers(job, before)
+
+
+def two_jobs(size=2):
+    """Two jobs with the default job id on one host must not share segments."""
+    print("two_jobs: two %d-rank jobs at once, both with job id 'cohort'" % size)
+    with devshm() as before:
+        results = {}
+
+        def one(name):
+            try:
+                results[name] = run_correct(size, "quick", "shm", deadline_s=180, name=name)
+            except BaseException as e:  # reported below
+                results[name] = e
+
+        threads = [threading.Thread(target=one, args=(n,)) for n in ("job A", "job B")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(200)
+        problems = ["%s: %s" % (n, r) for n, r in results.items() if isinstance(r, BaseException)]
+        if len(results) != 2 or problems:
+            raise CaseFailed("\n".join(problems) or "a job did not finish")
+        for job in results.values():
+            no_leftovers(job, before)
+
+
+NOSHM = {"COHORT_SHM_SIZE": "0"}
+NODIRECT = {"COHORT_DIRECT_COPY": "0"}
+
+# name -> (function, needs a private mount namespace or PID namespaces: root)
+CASES = {
+    "correctness_2": (lambda: correctness(2), False),
+    "correctness_3": (lambda: correctness(3), False),
+    "correctness_4": (lambda: correctness(4), False),
+    "correctness_8": (lambda: correctness(8), False),
+    "kill_2_rank1": (lambda: kill(2, 1), False),
+    "kill_2_rank0": (lambda: kill(2, 0), False),
+    "kill_3_rank0": (lambda: kill(3, 0), False),
+    "kill_4_rank2": (lambda: kill(4, 2), False),
+    "kill_8_rank5": (lambda: kill(8, 5), False),
+    "kill_4_rank1_barrier": (lambda: kill(4, 1, "barrier"), False),
+    "kill_3_rank2_allgather": (lambda: kill(3, 2, "allgather"), False),
+    "kill_3_rank0_broadcast": (lambda: kill(3, 0, "broadcast"), False),
+    "killall_running_4": (killall_running, True),
+    "killall_startup_4": (killall_startup, True),
+    "exit_close_3": (lambda: exit_mode("close"), True),
+    "exit_noclose_3": (lambda: exit_mode("noclose"), True),
+    "exit_os_exit_3": (lambda: exit_mode("os_exit"), True),
+    "exit_exception_3": (lambda: exit_mode("exception"), True),
+    "exit_sigterm_3": (lambda: exit_mode("sigterm"), True),
+    "small_devshm_4": (lambda: small_devshm(4, "1m", shm_size=8 * MIB), True),
+    "small_devshm_default_4": (lambda: small_devshm(4, "1m"), True),
+    "full_devshm_3": (lambda: small_devshm(3, "4m", filler=7 * MIB // 2, shm_size=2 * MIB), True),
+    "transports_default_3": (lambda: transports("shm"), False),
+    "transports_noshm_3": (lambda: transports("direct", NOSHM), False),
+    "transports_nodirect_3": (lambda: transports("shm", NODIRECT), False),
+    "transports_nodirect_noshm_3": (lambda: transports("tcp", dict(NOSHM, **NODIRECT)), False),
+    "transports_pidns_3": (lambda: transports("shm", pidns=True), True),
+    "transports_pidns_noshm_3": (lambda: transports("tcp", NOSHM, pidns=True), True),
+    "two_jobs_2": (two_jobs, False),
+}
+
+
+def enter_private_namespace(names):
+    """As root, re-runs this script in a mount namespace of its own (the
+    same process: exec), where each case mounts its own /dev/shm."""
+    if PRIVATE:
+        return
+    needs_root = [n for n in names if CASES[n][1]]
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        if needs_root:
+            sys.exit("FAIL %s: these cases need root and unshare(1) (util-linux) to mount a private "
+                     "/dev/shm and start ranks in PID namespaces; run ctest as root (CI does)"
+                     % ", ".join(needs_root))
+        print("not root: /dev/shm is shared with other tests, so only the files the ranks mapped are checked")
+        return
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                           capture_output=True, text=True, timeout=20)
+    if probe.returncode != 0:
+        if needs_root:
+            sys.exit("FAIL %s: unshare --mount failed: %s" % (", ".join(needs_root), probe.stderr.strip()))
+        print("unshare --mount failed (%s): /dev/shm is shared with other tests" % probe.stderr.strip())
+        return
+    sys.stdout.flush()
+    env = dict(os.environ, COHORT_SHM_TEST_PRIVATE="1")
+    os.execvpe("unshare", ["unshare", "--mount", "--propagation", "private", "--", sys.executable,
+                           os.path.abspath(__file__)] + sys.argv[1:], env)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=1, help="run each case this many times")
+    parser.add_argument("cases", nargs="+", help="case names, or 'all': " + ", ".join(CASES))
+    args = parser.parse_args()
+    names = list(CASES) if args.cases == ["all"] else args.cases
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        parser.error("unknown case(s) %s; known: %s" % (", ".join(unknown), ", ".join(CASES)))
+    try:
+        import numpy  # noqa: F401  (the ranks' references)
+    except ImportError:
+        sys.exit("FAIL: %s has no numpy, which the ranks compute their references with; configure with "
+                 "-DPython3_EXECUTABLE=/usr/bin/python3 (as scripts/test.sh does) or install numpy"
+                 % sys.executable)
+    enter_private_namespace(names)
+    failed = 0
+    for name in names:
+        for _ in range(args.repeat):
+            start = time.monotonic()
+            try:
+                CASES[name][0]()
+                print("PASS %s (%.1f s)" % (name, time.monotonic() - start))
+            except CaseFailed as e:
+                failed += 1
+                print("FAIL %s (%.1f s): %s" % (name, time.monotonic() - start, e))
+            sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
