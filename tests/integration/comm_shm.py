@@ -37,213 +37,23 @@ every child and fails the case when it overruns, so the test never hangs.
 """
 
 import argparse
-import contextlib
-import json
 import os
-import queue
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-WORKER = os.path.join(HERE, "comm_shm_worker.py")
-PRIVATE = os.environ.get("COHORT_SHM_TEST_PRIVATE") == "1"  # in our own mount namespace
+from comm_shm_job import (PRIVATE, SEED, CaseFailed, Job, check, devshm, listing, names_rank,
+                          no_leftovers, signal_name)
+
 ERRC = {"timeout": 6, "peer_failed": 13, "closed": 15}
 OP_TIMEOUT_S = 30.0          # per-operation timeout of the kill cases
 DETECT_BOUND_MS = 5000       # survivors must fail this fast after the kill
 EXIT_BOUND_S = 10.0          # ... and all be gone this soon after it
 MIB = 1 << 20
-SEED = int(os.environ.get("COHORT_TEST_SEED", "7"))
-
-
-class CaseFailed(Exception):
-    pass
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def worker_env(extra):
-    """Our environment without the knobs under test, plus the case's own."""
-    env = {k: v for k, v in os.environ.items() if k not in ("COHORT_SHM_SIZE", "COHORT_DIRECT_COPY")}
-    env.update(extra or {})
-    return env
-
-
-class Job:
-    """N ranks, their output lines as they come, and a watchdog."""
-
-    def __init__(self, size, scenario, flags=(), env=None, wrap=(), deadline_s=60.0, name="job"):
-        self.size, self.name = size, name
-        self.deadline_s = deadline_s
-        self.deadline = time.monotonic() + deadline_s
-        self.eof = {r: 0 for r in range(size)}
-        self.events = queue.Queue()  # (rank, monotonic time, line or None at EOF, from stderr)
-        self.lines = {r: [] for r in range(size)}
-        self.stderr = {r: [] for r in range(size)}
-        self.marks = {r: {} for r in range(size)}  # "ready", "progress 3", ... -> monotonic time
-        self.results = {}
-        self.ready = {}  # rank -> its "ready {...}" line: describe(), transports, mapped files
-        self.procs = {}
-        self.store = "tcp://127.0.0.1:%d" % free_port()
-        try:
-            for rank in range(size):
-                argv = list(wrap) + [sys.executable, WORKER, "--rank", str(rank), "--size", str(size),
-                                     "--store", self.store, "--scenario", scenario, "--seed", str(SEED)]
-                argv += list(flags)
-                proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        env=worker_env(env))
-                self.procs[rank] = proc
-                for stream, is_err in ((proc.stdout, False), (proc.stderr, True)):
-                    threading.Thread(target=self._read, args=(rank, stream, is_err), daemon=True).start()
-        except BaseException:
-            self.close()
-            raise
-
-    def _read(self, rank, stream, is_err):
-        for line in stream:
-            self.events.put((rank, time.monotonic(), line.rstrip("\n"), is_err))
-        self.events.put((rank, time.monotonic(), None, is_err))
-
-    def _handle(self, event):
-        rank, at, line, is_err = event
-        if line is None:
-            self.eof[rank] += 1
-        elif is_err:
-            self.stderr[rank].append(line)
-        else:
-            self.lines[rank].append(line)
-            if line.startswith("{"):
-                try:
-                    self.results[rank] = json.loads(line)
-                except ValueError:
-                    pass
-            elif line.startswith("ready "):
-                self.ready[rank] = json.loads(line[len("ready "):])
-                self.marks[rank].setdefault("ready", at)
-            else:
-                self.marks[rank].setdefault(line, at)
-
-    def pump(self, until, limit=None):
-        """Handles output until `until()` holds; False when `limit` (a
-        monotonic time) passes first. The watchdog deadline fails the case."""
-        while not until():
-            now = time.monotonic()
-            if limit is not None and now >= limit:
-                return False
-            if now >= self.deadline:
-                self.kill_all()
-                raise CaseFailed("watchdog: %s ran past its %.0f s deadline; killed every rank\n%s"
-                                 % (self.name, self.deadline_s, self.dump()))
-            stop = self.deadline if limit is None else min(self.deadline, limit)
-            try:
-                self._handle(self.events.get(timeout=max(0.001, min(0.05, stop - now))))
-            except queue.Empty:
-                pass
-        return True
-
-    def exited(self, ranks):
-        return all(self.procs[r].poll() is not None and self.eof[r] == 2 for r in ranks)
-
-    def wait_exit(self, ranks=None, limit=None):
-        """Until every rank in `ranks` (default all) exited and its output was read."""
-        ranks = list(range(self.size) if ranks is None else ranks)
-        return self.pump(lambda: self.exited(ranks), limit)
-
-    def progress(self, rank):
-        done = [int(m.split()[1]) for m in self.marks[rank] if m.startswith("progress ")]
-        return max(done, default=0)
-
-    def kill_all(self):
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-
-    def close(self):
-        self.kill_all()
-
-    def dump(self):
-        parts = ["%s: store %s, seed %d (COHORT_TEST_SEED)" % (self.name, self.store, SEED)]
-        for r in range(self.size):
-            proc = self.procs.get(r)
-            parts.append("--- rank %d (exit %s): %s" % (r, proc.poll() if proc else "?",
-                                                        " ".join(proc.args) if proc else ""))
-            parts.extend("  out: " + line[:2000] for line in self.lines[r][-10:])
-            parts.extend("  err: " + line for line in self.stderr[r][-30:])
-        return "\n".join(parts)
-
-
-def check(condition, message, job):
-    if not condition:
-        raise CaseFailed(message + "\n" + job.dump())
-
-
-def names_rank(text, rank):
-    return re.search(r"\brank %d\b" % rank, text) is not None
-
-
-def signal_name(code):
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return "signal %d" % -code
-
-
-# --------------------------------------------------------------- /dev/shm
-
-def listing():
-    return sorted(os.listdir("/dev/shm"))
-
-
-@contextlib.contextmanager
-def devshm(size="1g", filler=0):
-    """A fresh tmpfs on /dev/shm for one case (in our private mount
-    namespace), holding `filler` bytes in a file named filler. Yields the
-    listing before the case."""
-    if not PRIVATE:
-        yield listing()
-        return
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=1777" % size, "cohort-test", "/dev/shm"],
-                   check=True, timeout=20)
-    try:
-        if filler:
-            with open("/dev/shm/filler", "wb") as f:
-                f.write(b"\x5a" * filler)
-        before = listing()
-        print("  /dev/shm: a private %s tmpfs; before: %s" % (size, before or "empty"))
-        yield before
-    finally:
-        subprocess.run(["umount", "-l", "/dev/shm"], timeout=20)
-
-
-def no_leftovers(job, before, what=""):
-    """Nothing new in /dev/shm (exact in a private namespace), and none of
-    the files the ranks mapped still there."""
-    problems = []
-    if PRIVATE:
-        new = sorted(set(listing()) - set(before))
-        if new:
-            problems.append("left in /dev/shm%s: %s" % (what, ", ".join(new)))
-    mapped = sorted({s for res in list(job.results.values()) + list(job.ready.values())
-                     for s in res.get("segments", [])})
-    still = [s for s in mapped if os.path.exists(s)]
-    if still:
-        problems.append("files the ranks mapped still exist%s: %s" % (what, ", ".join(still)))
-    print("  /dev/shm after%s: %s; the ranks had mapped %s" % (what, listing() or "empty", mapped or "nothing"))
-    check(not problems, "\n".join(problems), job)
 
 
 # ------------------------------------------------------------------ checks
