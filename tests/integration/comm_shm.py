@@ -13,6 +13,8 @@ rank 0 on 127.0.0.1, then judges each one's output. Cases:
                          default) over shm: every survivor fails fast, far
                          below the 30 s timeout, with PeerFailed or Closed
                          naming rank V
+  stop_N_rankV[_OP]      SIGSTOP rank V instead: the others time out naming it
+  mismatch_3             the last rank all-reduces one element more: an error
   killall_running_4      SIGKILL every rank in the middle of all-reduces
   killall_startup_4      SIGKILL every rank at points along construction
   exit_MODE_3            every rank leaves after an all-reduce by close(), no
@@ -163,11 +165,18 @@ def correctness(size):
         no_leftovers(job, before)
 
 
-def kill(size, victim, op="allreduce"):
+def kill(size, victim, op="allreduce", stop=False):
+    """SIGKILL (or, with stop, SIGSTOP: alive but silent) rank `victim` in
+    the middle of an op: the survivors fail with an error naming it, fast
+    after a death, within the timeout after a stop."""
     count = MIB
-    flags = ["--op", op, "--count", str(count), "--timeout", str(OP_TIMEOUT_S), "--algorithm", "shm"]
-    print("kill: %d ranks, %s of %d float32 over shm, timeout %.0f s; SIGKILL rank %d"
-          % (size, op, count, OP_TIMEOUT_S, victim))
+    timeout_s = 3.0 if stop else OP_TIMEOUT_S
+    bound_ms = timeout_s * 1000 + 3000 if stop else DETECT_BOUND_MS
+    codes = (ERRC["timeout"], ERRC["peer_failed"]) if stop else (ERRC["peer_failed"], ERRC["closed"])
+    how = signal.SIGSTOP if stop else signal.SIGKILL
+    flags = ["--op", op, "--count", str(count), "--timeout", str(timeout_s), "--algorithm", "shm"]
+    print("%s: %d ranks, %s of %d float32 over shm, timeout %.0f s; %s rank %d"
+          % ("stop" if stop else "kill", size, op, count, timeout_s, how.name, victim))
     with devshm() as before:
         job = Job(size, "loop", flags, deadline_s=120)
         survivors = [r for r in range(size) if r != victim]
@@ -182,14 +191,17 @@ def kill(size, victim, op="allreduce"):
             period = (times[-1] - times[0]) / max(1, len(times) - 1)
             time.sleep(max(0.0, min(period / 2, 0.5) - (time.monotonic() - times[-1])))
             killed_mono, killed_unix = time.monotonic(), time.time()
-            os.kill(job.procs[victim].pid, signal.SIGKILL)
-            exited = job.wait_exit(survivors, limit=killed_mono + EXIT_BOUND_S)
+            os.kill(job.procs[victim].pid, how)
+            exit_bound_s = bound_ms / 1000 + EXIT_BOUND_S
+            exited = job.wait_exit(survivors, limit=killed_mono + exit_bound_s)
             gone_s = time.monotonic() - killed_mono
-            check(exited, "survivors still running %.1f s after rank %d was killed (timeout %.0f s): they hang"
-                  % (EXIT_BOUND_S, victim, OP_TIMEOUT_S), job)
+            check(exited, "survivors still running %.1f s after rank %d got %s (timeout %.0f s): they hang"
+                  % (exit_bound_s, victim, how.name, timeout_s), job)
+            if stop:
+                job.procs[victim].kill()
             job.procs[victim].wait(timeout=10)
-            print("  killed rank %d after %d %ss (period %.1f ms); every survivor exited after %.0f ms"
-                  % (victim, job.progress(victim), op, period * 1000, gone_s * 1000))
+            print("  %s rank %d after %d %ss (period %.1f ms); every survivor exited after %.0f ms"
+                  % (how.name, victim, job.progress(victim), op, period * 1000, gone_s * 1000))
             failures = []
             for r in survivors:
                 res = job.results.get(r)
@@ -201,19 +213,58 @@ def kill(size, victim, op="allreduce"):
                     failures.append("rank %d printed no result (exit %s)" % (r, code))
                     continue
                 detect_ms = res["error_unix_ms"] - killed_unix * 1000 if res.get("error_unix_ms") else float("nan")
-                print("  rank %d: %s (code %s) %.0f ms after the kill: %s"
-                      % (r, res.get("error_type"), res.get("code"), detect_ms, res.get("error")))
+                print("  rank %d: %s (code %s) %.0f ms after the %s: %s"
+                      % (r, res.get("error_type"), res.get("code"), detect_ms, how.name, res.get("error")))
                 if res["ok"]:
-                    failures.append("rank %d reports ok after its peer died" % r)
+                    failures.append("rank %d reports ok after its peer got %s" % (r, how.name))
                     continue
-                if res["code"] not in (ERRC["peer_failed"], ERRC["closed"]):
-                    failures.append("rank %d: %s (code %s), expected PeerFailed (13) or Closed (15)"
-                                    % (r, res.get("error_type"), res["code"]))
-                if not names_rank(res["error"], victim):
+                if res["code"] not in codes:
+                    failures.append("rank %d: %s (code %s), expected one of codes %s"
+                                    % (r, res.get("error_type"), res["code"], codes))
+                # A stopped rank looks alive: a rank stuck behind another
+                # that waits for it may name that one, but someone names it.
+                if not stop and not names_rank(res["error"], victim):
                     failures.append("rank %d: the error does not name rank %d: %s" % (r, victim, res["error"]))
-                if not detect_ms < DETECT_BOUND_MS:
-                    failures.append("rank %d: failed %.0f ms after the kill, expected < %d"
-                                    % (r, detect_ms, DETECT_BOUND_MS))
+                if not detect_ms < bound_ms:
+                    failures.append("rank %d: failed %.0f ms after the %s, expected < %d"
+                                    % (r, detect_ms, how.name, bound_ms))
+            if stop and not any(names_rank(job.results[r].get("error", ""), victim)
+                                for r in survivors if r in job.results):
+                failures.append("no survivor's error names rank %d, the stopped one" % victim)
+            check(not failures, "\n".join(failures), job)
+            no_leftovers(job, before)
+        finally:
+            job.close()
+
+
+def mismatch(size=3):
+    """Rank size-1 all-reduces one element more than the others: over
+    shared memory that must be an error, never a read past a buffer."""
+    last, timeout_s = size - 1, 3.0
+    print("mismatch: %d ranks all-reduce 4097 float32 over shm, rank %d 4098; timeout %.0f s"
+          % (size, last, timeout_s))
+    with devshm() as before:
+        job = Job(size, "mismatch", ["--count", "4097", "--timeout", str(timeout_s), "--algorithm", "shm"],
+                  deadline_s=60)
+        try:
+            job.wait_exit()
+            failures = []
+            for r in range(size):
+                res, code = job.results.get(r), job.procs[r].returncode
+                if code < 0 or res is None:
+                    failures.append("rank %d: exit %s, result %s" % (r, signal_name(code) if code < 0 else code, res))
+                    continue
+                print("  rank %d: %s (code %s) after %s ms: %s" % (
+                    r, res.get("error_type"), res.get("code"), res.get("failed_after_ms"), res.get("error")))
+                if res["ok"]:
+                    failures.append("rank %d reports ok" % r)
+                elif res["code"] not in (14, ERRC["timeout"], ERRC["peer_failed"], ERRC["closed"]):
+                    failures.append("rank %d: code %s, expected Mismatch (14) or Timeout (6)" % (r, res["code"]))
+                elif r != last and not names_rank(res["error"], last):
+                    failures.append("rank %d: the error does not name rank %d" % (r, last))
+                elif res["failed_after_ms"] > timeout_s * 1000 + 3000:
+                    failures.append("rank %d: failed after %.0f ms, timeout %.0f s"
+                                    % (r, res["failed_after_ms"], timeout_s))
             check(not failures, "\n".join(failures), job)
             no_leftovers(job, before)
         finally:
@@ -397,6 +448,9 @@ CASES = {
     "kill_4_rank1_barrier": (lambda: kill(4, 1, "barrier"), False),
     "kill_3_rank2_allgather": (lambda: kill(3, 2, "allgather"), False),
     "kill_3_rank0_broadcast": (lambda: kill(3, 0, "broadcast"), False),
+    "stop_3_rank1": (lambda: kill(3, 1, stop=True), False),
+    "stop_4_rank0_barrier": (lambda: kill(4, 0, "barrier", stop=True), False),
+    "mismatch_3": (mismatch, False),
     "killall_running_4": (killall_running, True),
     "killall_startup_4": (killall_startup, True),
     "exit_close_3": (lambda: exit_mode("close"), True),

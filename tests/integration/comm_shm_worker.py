@@ -13,6 +13,7 @@ must be bit-identical. Scenarios:
                 reduce-scatter, barrier; --level full or quick
   loop          one operation (--op) over and over, `progress N` after each:
                 the driver SIGKILLs a rank in the middle
+  mismatch      one all-reduce, one element longer on the last rank
   exit          one all-reduce, then leave in --exit-mode
 """
 
@@ -344,6 +345,14 @@ def loop(comm, args, out):
     out["ok"] = True
 
 
+def mismatch(comm, args, out):
+    """The last rank all-reduces one element more than the others."""
+    buf = np.ones(args.count + (comm.rank == comm.size - 1), dtype=np.float32)
+    out["op_started"] = time.time()
+    comm.allreduce(buf, "sum", args.algorithm, timeout=args.timeout)
+    out["ok"] = True
+
+
 def leave(comm, args, out):
     """One all-reduce, so that the transport is in use, then leave. The
     barrier keeps a rank from leaving while a peer still reads from it."""
@@ -368,7 +377,7 @@ def leave(comm, args, out):
     raise SystemExit("unknown exit mode " + mode)
 
 
-SCENARIOS = {"correctness": correctness, "loop": loop, "exit": leave}
+SCENARIOS = {"correctness": correctness, "loop": loop, "mismatch": mismatch, "exit": leave}
 
 
 def main():
