@@ -44,6 +44,10 @@ echo "kernel: $(uname -sr)"
 echo "load:   $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
 echo "memory: $(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
 echo "mpi:    $(mpirun --version 2>/dev/null | head -n1)"
+# vader's single copy (cma is process_vm_readv, like cohort's direct copy)
+# decides its large-message speed: say which one this Open MPI uses.
+echo "vader:  single_copy_mechanism $(ompi_info --param btl vader --level 9 2>/dev/null |
+  sed -n 's/.*"btl_vader_single_copy_mechanism" (current value: "\([^"]*\)".*/\1/p' | head -n1)"
 echo "gloo:   $(dpkg-query -W -f='${Version}' libgloo-dev 2>/dev/null || echo unknown)"
 
 # ob1 with the tcp and self BTLs only, so Open MPI goes over loopback TCP like
