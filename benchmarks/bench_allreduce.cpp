@@ -6,7 +6,7 @@
 //       --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo
 //       --mca mpi_yield_when_idle 1 build/benchmarks/bench_allreduce
 //       [--sizes 1K,4K,...,256M] [--iters auto|N] [--seconds 0.5]
-//       [--dtype float32|float64] [--json FILE]
+//       [--dtype float32|float64] [--mem-bytes 256M] [--label TEXT] [--json FILE]
 //
 // benchmarks/run_allreduce.sh runs it at 2 and 4 ranks with those flags.
 // Every rank takes its rank and size from MPI. For each size and library:
@@ -16,6 +16,13 @@
 // report it. cohort's rows end with its busbw over the better anchor's and,
 // up to 64 KiB, its time over MPI's. Built with BENCH_NO_COHORT (CMake
 // option COHORT_BENCH_NO_COHORT) it measures the two anchors only.
+//
+// Before the all-reduces every rank copies and then sums a --mem-bytes
+// buffer at the same time as the others (memory_bandwidth.hpp explains why):
+// the header gives the per-rank rates and every row's `limit` column is its
+// fraction of the memory-bandwidth floor t_min(S) = S / memcpy rate.
+// --label names the run in the header and the JSON (run_allreduce.sh passes
+// the Open MPI transport, as its tables differ only in that).
 #ifndef BENCH_NO_COHORT
 #include <cohort/communicator.hpp>
 #include <cohort/error.hpp>
@@ -26,6 +33,8 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <mpi.h>
+
+#include "memory_bandwidth.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -61,6 +70,8 @@ struct Options {
     int iters = 0;  // 0: as many as fit in `seconds`
     double seconds = 0.5;
     std::string dtype = "float32";
+    std::size_t mem_bytes = std::size_t(256) << 20;  // 0: no memory-bandwidth limit
+    std::string label;
     std::string json;
 };
 
@@ -126,6 +137,10 @@ Options parse_options(int argc, char** argv) {
             if (options.dtype == "double") options.dtype = "float64";
             if (options.dtype != "float32" && options.dtype != "float64")
                 throw std::invalid_argument("--dtype takes float32 or float64, not '" + options.dtype + "'");
+        } else if (arg == "--mem-bytes") {
+            options.mem_bytes = parse_size(value());
+        } else if (arg == "--label") {
+            options.label = value();
         } else if (arg == "--json") {
             options.json = value();
         } else if (arg == "--help" || arg == "-h") {
@@ -158,11 +173,20 @@ struct Row {
     double busbw = 0;    // GB/s
     std::optional<double> busbw_vs_anchor;
     std::optional<double> time_vs_mpi;
+    std::optional<double> of_limit;  // t_min / seconds (memory_bandwidth.hpp)
 };
+
+// WIRE-UP (shared-memory transport): what this rank's communicator talks to
+// each peer over, e.g. "self, shm, shm, tcp" from Communicator::transports()
+// and cohort::transport_name(), or describe(). Empty until the transport
+// lands, so that this file builds before and after; printed in the header
+// when not empty.
+[[maybe_unused]] std::string transport_summary([[maybe_unused]] const Communicator& comm) { return ""; }
 
 class Bench {
 public:
-    Bench(const Options& options, int rank, int size) : options_(options), rank_(rank), size_(size) {}
+    Bench(const Options& options, int rank, int size, std::optional<membw::Rates> memory)
+        : options_(options), rank_(rank), size_(size), memory_(memory) {}
 
     // Checks one all-reduce, then times `run`. False when the sums are wrong.
     template <typename T>
@@ -199,12 +223,21 @@ public:
         return true;
     }
 
-    void print_header() const {
+    void print_header(const std::string& transports) const {
+        if (!options_.label.empty()) std::printf("run: %s\n", options_.label.c_str());
         std::printf("all-reduce, %d ranks, %s, sum in place; time = slowest rank's mean; GB/s = 1e9 B/s\n", size_,
                     options_.dtype.c_str());
-        std::printf("%9s  %-7s %-14s %7s %12s %9s %9s %14s %8s\n", "size", "library", "algorithm", "iters", "time (us)",
-                    "algbw", "busbw", "busbw/anchor", "time/MPI");
+        if (!transports.empty()) std::printf("cohort transports (rank 0): %s\n", transports.c_str());
+        if (memory_)
+            std::printf("memory: memcpy %.2f GB/s per rank (%d concurrent), read %.2f GB/s per rank; %s buffers, "
+                        "best of %d; limit = t_min / time, t_min = size / memcpy rate\n",
+                        memory_->memcpy_gbps, memory_->ranks, memory_->read_gbps,
+                        format_size(memory_->bytes).c_str(), memory_->repeats);
+        std::printf("%9s  %-7s %-14s %7s %12s %9s %9s %14s %8s %6s\n", "size", "library", "algorithm", "iters",
+                    "time (us)", "algbw", "busbw", "busbw/anchor", "time/MPI", "limit");
     }
+
+    const std::optional<membw::Rates>& memory() const { return memory_; }
 
     const std::vector<Row>& rows() const { return rows_; }
 
@@ -231,7 +264,7 @@ private:
 
     void add_row(std::size_t bytes, const std::string& library, const std::string& algorithm, int iters,
                  double seconds) {
-        Row row{bytes, library, algorithm, iters, seconds, 0, 0, {}, {}};
+        Row row{bytes, library, algorithm, iters, seconds, 0, 0, {}, {}, {}};
         row.algbw = double(bytes) / seconds / 1e9;
         row.busbw = row.algbw * 2.0 * (size_ - 1) / size_;
         std::string versus;
@@ -253,8 +286,14 @@ private:
         }
         char vs_mpi[32] = "";
         if (row.time_vs_mpi) std::snprintf(vs_mpi, sizeof vs_mpi, "%.2f", *row.time_vs_mpi);
-        std::printf("%9s  %-7s %-14s %7d %12.1f %9.3f %9.3f %14s %8s\n", format_size(bytes).c_str(), library.c_str(),
-                    algorithm.c_str(), iters, seconds * 1e6, row.algbw, row.busbw, versus.c_str(), vs_mpi);
+        char limit[32] = "";
+        if (memory_) {
+            row.of_limit = membw::fraction_of_limit(*memory_, bytes, seconds);
+            std::snprintf(limit, sizeof limit, "%.3f", *row.of_limit);
+        }
+        std::printf("%9s  %-7s %-14s %7d %12.1f %9.3f %9.3f %14s %8s %6s\n", format_size(bytes).c_str(),
+                    library.c_str(), algorithm.c_str(), iters, seconds * 1e6, row.algbw, row.busbw, versus.c_str(),
+                    vs_mpi, limit);
         std::fflush(stdout);
         rows_.push_back(row);
     }
@@ -262,14 +301,32 @@ private:
     const Options& options_;
     int rank_;
     int size_;
+    std::optional<membw::Rates> memory_;
     std::vector<Row> rows_;
 };
 
-void write_json(const std::string& path, const Options& options, int size, const std::vector<Row>& rows) {
+// The label is the caller's text: only quotes and backslashes are escaped.
+std::string json_string(const std::string& text) {
+    std::string out = "\"";
+    for (const char c : text) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+    }
+    return out + "\"";
+}
+
+void write_json(const std::string& path, const Options& options, int size, const Bench& bench) {
+    const std::vector<Row>& rows = bench.rows();
     std::FILE* out = std::fopen(path.c_str(), "w");
     if (out == nullptr) throw std::runtime_error("cannot write --json file '" + path + "'");
-    std::fprintf(out, "{\"benchmark\": \"allreduce\", \"ranks\": %d, \"dtype\": \"%s\", \"rows\": [", size,
-                 options.dtype.c_str());
+    std::fprintf(out, "{\"benchmark\": \"allreduce\", \"ranks\": %d, \"dtype\": \"%s\", \"label\": %s, ", size,
+                 options.dtype.c_str(), json_string(options.label).c_str());
+    if (const auto& m = bench.memory())
+        std::fprintf(out,
+                     "\"memory\": {\"memcpy_gbps_per_rank\": %.4f, \"read_gbps_per_rank\": %.4f, "
+                     "\"concurrent_ranks\": %d, \"bytes\": %zu, \"repeats\": %d}, ",
+                     m->memcpy_gbps, m->read_gbps, m->ranks, m->bytes, m->repeats);
+    std::fprintf(out, "\"rows\": [");
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const Row& r = rows[i];
         std::fprintf(out,
@@ -279,6 +336,7 @@ void write_json(const std::string& path, const Options& options, int size, const
                      r.algbw, r.busbw);
         if (r.busbw_vs_anchor) std::fprintf(out, ", \"busbw_vs_best_anchor\": %.4f", *r.busbw_vs_anchor);
         if (r.time_vs_mpi) std::fprintf(out, ", \"time_vs_mpi\": %.4f", *r.time_vs_mpi);
+        if (r.of_limit) std::fprintf(out, ", \"fraction_of_memory_limit\": %.4f", *r.of_limit);
         std::fprintf(out, "}");
     }
     std::fprintf(out, "\n]}\n");
@@ -338,7 +396,8 @@ int run(int argc, char** argv, int rank, int size) {
             if (*e.what() != '\0') std::fprintf(stderr, "bench_allreduce: %s\n", e.what());
             std::fprintf(stderr,
                          "usage: mpirun -np N ... bench_allreduce [--sizes 1K,4K,...,256M] [--iters auto|N] "
-                         "[--seconds 0.5] [--dtype float32|float64] [--json FILE]\n");
+                         "[--seconds 0.5] [--dtype float32|float64] [--mem-bytes 256M|0] [--label TEXT] "
+                         "[--json FILE]\n");
         }
         return 2;
     }
@@ -387,8 +446,12 @@ int run(int argc, char** argv, int rank, int size) {
     Communicator comm(comm_options);
 #endif
 
-    Bench bench(options, rank, size);
-    if (rank == 0) bench.print_header();
+    // Before any all-reduce, with the buffers freed again before they run.
+    std::optional<membw::Rates> memory;
+    if (options.mem_bytes > 0) memory = membw::measure(MPI_COMM_WORLD, options.mem_bytes);
+
+    Bench bench(options, rank, size, memory);
+    if (rank == 0) bench.print_header(transport_summary(comm));
     const bool ok = options.dtype == "float64" ? run_sizes<double>(bench, options, gloo_context, comm)
                                                : run_sizes<float>(bench, options, gloo_context, comm);
 #ifndef BENCH_NO_COHORT
@@ -398,7 +461,7 @@ int run(int argc, char** argv, int rank, int size) {
     if (rank == 0) {
         std::filesystem::remove_all(dir);
         if (!ok) std::printf("FAIL: an all-reduce returned wrong sums (details above)\n");
-        if (ok && !options.json.empty()) write_json(options.json, options, size, bench.rows());
+        if (ok && !options.json.empty()) write_json(options.json, options, size, bench);
     }
     return ok ? 0 : 1;
 }

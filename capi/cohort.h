@@ -767,6 +767,14 @@ COHORT_API int cohort_gpu_monitor_transfer_delay(cohort_gpu_monitor* monitor, ui
 #define COHORT_ALGO_RING 2         /* reduce-scatter then allgather */
 #define COHORT_ALGO_DOUBLING 3     /* recursive doubling, for small messages */
 #define COHORT_ALGO_HIERARCHICAL 4 /* within hosts, then a ring of leaders */
+#define COHORT_ALGO_SHM 5          /* every rank on one host, through shared memory */
+
+/* How a rank's data reaches another (cohort::Transport), chosen at set-up,
+ * best first: shared memory, direct copies (process_vm_readv), TCP. */
+#define COHORT_TRANSPORT_SELF 0
+#define COHORT_TRANSPORT_SHM 1
+#define COHORT_TRANSPORT_DIRECT 2
+#define COHORT_TRANSPORT_TCP 3
 
 typedef struct cohort_comm_options cohort_comm_options;
 typedef struct cohort_comm cohort_comm;
@@ -777,6 +785,8 @@ typedef struct cohort_work cohort_work;
 COHORT_API const char* cohort_dtype_name(int32_t dtype);
 COHORT_API const char* cohort_reduce_op_name(int32_t op);
 COHORT_API const char* cohort_algorithm_name(int32_t algorithm);
+/* "self", "shm", "direct", "tcp"; "unknown" outside the constants. */
+COHORT_API const char* cohort_transport_name(int32_t transport);
 /* Bytes per element of a COHORT_DTYPE_*; 0 for a value outside them. */
 COHORT_API size_t cohort_dtype_size(int32_t dtype);
 /* The constant for a name: the names above and, for dtypes, the aliases
@@ -832,6 +842,12 @@ COHORT_API int cohort_comm_options_set_socket_buffer(cohort_comm_options* option
 /* The largest frame sent or accepted, 4 KiB to 256 MiB; messages are cut
  * into frames of at most this size. Every rank must use the same. */
 COHORT_API int cohort_comm_options_set_max_frame(cohort_comm_options* options, uint64_t bytes);
+/* The bytes of the shared-memory segment a host's ranks share, at most
+ * 64 GiB; 0 turns shared memory off. Default $COHORT_SHM_SIZE, else 16 MiB.
+ * A segment that cannot be made is no error: the host falls back to direct
+ * copies or TCP (cohort_comm_describe says why). Every rank of a host must
+ * use the same size. */
+COHORT_API int cohort_comm_options_set_shm_size(cohort_comm_options* options, uint64_t bytes);
 
 /* Joins the communicator as `rank` of `size` (0 <= rank < size): meets the
  * other ranks through the store and connects to each; blocks until all have
@@ -873,6 +889,15 @@ COHORT_API int cohort_comm_host(const cohort_comm* comm, int32_t rank, const cha
 /* The algorithm (COHORT_ALGO_*, never AUTO) that COHORT_ALGO_AUTO picks for
  * an all-reduce of `bytes` bytes. */
 COHORT_API int cohort_comm_choose(const cohort_comm* comm, uint64_t bytes, int32_t* algorithm);
+/* How this rank exchanges data with rank `rank` (COHORT_TRANSPORT_*).
+ * OUT_OF_RANGE for a rank outside 0..size-1. */
+COHORT_API int cohort_comm_transport(const cohort_comm* comm, int32_t rank, int32_t* transport);
+/* What the set-up chose, as a JSON object (UTF-8, NUL-terminated): "rank",
+ * "size", "hosts", "transports" (names by rank), "shm" ({"bytes",
+ * "slot_bytes", "ranks"} or null) and "shm_unavailable" (why this host's
+ * ranks share no memory although it was wanted, or null). Free with
+ * cohort_free. */
+COHORT_API int cohort_comm_describe(const cohort_comm* comm, char** json, size_t* length);
 
 /* Reduces `count` elements of `dtype` across the ranks with `op`; every
  * rank's `out` gets the result. in and out may be the same buffer (in

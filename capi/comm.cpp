@@ -21,6 +21,9 @@ static_assert(COHORT_DTYPE_UINT8 == static_cast<int32_t>(cohort::DataType::uint8
 static_assert(COHORT_DTYPE_BFLOAT16 == static_cast<int32_t>(cohort::DataType::bfloat16));
 static_assert(COHORT_OP_AVG == static_cast<int32_t>(cohort::ReduceOp::avg));
 static_assert(COHORT_ALGO_HIERARCHICAL == static_cast<int32_t>(cohort::Algorithm::hierarchical));
+static_assert(COHORT_ALGO_SHM == static_cast<int32_t>(cohort::Algorithm::shared_memory));
+static_assert(COHORT_TRANSPORT_TCP == static_cast<int32_t>(cohort::Transport::tcp));
+static_assert(COHORT_TRANSPORT_SHM == static_cast<int32_t>(cohort::Transport::shared_memory));
 
 namespace {
 
@@ -150,6 +153,10 @@ const char* cohort_reduce_op_name(int32_t op) {
 
 const char* cohort_algorithm_name(int32_t algorithm) {
     return cohort::algorithm_name(static_cast<cohort::Algorithm>(algorithm));
+}
+
+const char* cohort_transport_name(int32_t transport) {
+    return cohort::transport_name(static_cast<cohort::Transport>(transport));
 }
 
 size_t cohort_dtype_size(int32_t dtype) {
@@ -286,6 +293,12 @@ int cohort_comm_options_set_max_frame(cohort_comm_options* options, uint64_t byt
     });
 }
 
+int cohort_comm_options_set_shm_size(cohort_comm_options* options, uint64_t bytes) {
+    return guard(__func__, [&](const char* fn) {
+        set_checked(options, fn, [&](cohort::CommOptions& o) { o.shm_size = to_size(bytes, fn, "bytes"); });
+    });
+}
+
 // ----------------------------------------------------------- communicator
 
 int cohort_comm_create(int32_t rank, int32_t size, const cohort_comm_options* options, cohort_comm** out) {
@@ -366,6 +379,26 @@ int cohort_comm_choose(const cohort_comm* comm, uint64_t bytes, int32_t* algorit
         require_comm(comm, fn);
         require(algorithm, fn, "algorithm");
         *algorithm = static_cast<int32_t>(comm->impl.choose(to_size(bytes, fn, "bytes")));
+    });
+}
+
+int cohort_comm_transport(const cohort_comm* comm, int32_t rank, int32_t* transport) {
+    return guard(__func__, [&](const char* fn) {
+        require_comm(comm, fn);
+        require(transport, fn, "transport");
+        const auto& all = comm->impl.transports();
+        if (rank < 0 || static_cast<std::size_t>(rank) >= all.size())
+            throw Error(Errc::out_of_range,
+                        fmt::format("{}: rank {} is outside 0..{}", fn, rank, static_cast<int64_t>(all.size()) - 1));
+        *transport = static_cast<int32_t>(all[static_cast<std::size_t>(rank)]);
+    });
+}
+
+int cohort_comm_describe(const cohort_comm* comm, char** json, size_t* length) {
+    return guard(__func__, [&](const char* fn) {
+        require_comm(comm, fn);
+        require(json, fn, "json");
+        cohort::capi::give_text(comm->impl.describe(), json, length);
     });
 }
 

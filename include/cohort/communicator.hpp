@@ -31,13 +31,26 @@ enum class Algorithm : int32_t {
     ring = 2,          // chunked reduce-scatter then allgather
     doubling = 3,      // recursive doubling: log2(n) steps, for small messages
     hierarchical = 4,  // reduce to a leader per host, ring among leaders, broadcast
+    shared_memory = 5, // "shm": every rank on one host, through one shared segment
 };
 
 COHORT_API const char* algorithm_name(Algorithm algorithm) noexcept;  // "auto", "ring", ...
 COHORT_API Algorithm parse_algorithm(std::string_view name);         // Error(invalid_argument)
 // The algorithm a number from outside names: Error(invalid_argument)
-// "<where>: algorithm 9 is not an algorithm (0 auto .. 4 hierarchical)".
+// "<where>: algorithm 9 is not an algorithm (0 auto .. 5 shm)".
 COHORT_API Algorithm algorithm_from(int64_t value, std::string_view where);
+
+// How a rank's data reaches another rank, chosen when the communicator is
+// set up, best first: a segment of shared memory the host's ranks all map;
+// else a direct copy from the peer's memory (process_vm_readv, where both
+// sides proved they may); else TCP. docs/collectives.md explains the choice.
+enum class Transport : int32_t {
+    self = 0,           // the rank itself
+    shared_memory = 1,  // "shm"
+    direct_copy = 2,    // "direct"
+    tcp = 3,            // "tcp"
+};
+COHORT_API const char* transport_name(Transport transport) noexcept;  // "self", "shm", "direct", "tcp"
 
 // Every tunable of a communicator. An environment variable is only the
 // documented default of its field, read in one place: with_env_defaults()
@@ -78,8 +91,20 @@ struct CommOptions {
     // straight from the sender's memory (process_vm_readv, one copy instead
     // of TCP's two), when both sides prove they may. The connection still
     // carries the frames that describe, check and acknowledge each copy.
+    // Where Yama's ptrace_scope is 1 (a process may read only its
+    // descendants, and ranks are siblings), each rank lets processes of its
+    // user read it (prctl PR_SET_PTRACER) so the direct path stays open.
     // $COHORT_DIRECT_COPY=0 turns it off (1 leaves the option as it is).
     bool direct_copy = true;
+    // The ranks of one host exchange data through one POSIX shared-memory
+    // segment of this many bytes, which the host's first rank creates in
+    // /dev/shm and removes from there once every local rank mapped it. 0
+    // turns shared memory off. A segment that cannot be made (a full or
+    // too small /dev/shm, ranks that see different /dev/shm) is no error:
+    // the host falls back to direct copies or TCP, and describe() says why.
+    // Every rank of a host must use the same size. Unset: $COHORT_SHM_SIZE
+    // (bytes, or with a K, M or G suffix), else 16 MiB. At most 64 GiB.
+    std::optional<std::size_t> shm_size;
     // How long an operation polls its sockets before it sleeps in the
     // kernel (0..1 s); polling saves a wake-up per message for small
     // operations. Unset: $COHORT_SPIN_US microseconds, else 50 us.
@@ -88,7 +113,8 @@ struct CommOptions {
 
 // `options` with what it leaves unset taken from the environment:
 // secret ($COHORT_SECRET), address ($COHORT_SOCKET_ADDR), ifname
-// ($COHORT_SOCKET_IFNAME), spin ($COHORT_SPIN_US, else 50 us), and
+// ($COHORT_SOCKET_IFNAME), spin ($COHORT_SPIN_US, else 50 us), shm_size
+// ($COHORT_SHM_SIZE, else 16 MiB), and
 // direct_copy off when $COHORT_DIRECT_COPY is 0. The only place cohort reads
 // these variables. Error(invalid_argument) naming the variable, its value
 // and what it accepts, for a value it cannot use
@@ -133,6 +159,13 @@ public:
     std::string broken_reason() const;  // empty while healthy
     // What `automatic` picks for a message of `bytes` bytes.
     Algorithm choose(std::size_t bytes) const;
+    // transports()[r]: how this rank exchanges data with rank r.
+    const std::vector<Transport>& transports() const;
+    // What the set-up chose, as a JSON object: {"rank", "size", "hosts",
+    // "transports" (names, by rank), "shm" ({"bytes", "slot_bytes",
+    // "ranks"} or null), "shm_unavailable" (why this host's ranks do not
+    // share memory although it was wanted, or null)}.
+    std::string describe() const;
 
     // `in` and `out` hold `count` elements of `dtype`; they may be the same
     // buffer, and `out` must not otherwise overlap `in`.

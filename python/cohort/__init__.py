@@ -56,7 +56,7 @@ __all__ = [
     "Firing", "Action", "RuleEvent", "RuleError", "check_rules", "check_rules_string",
     "GpuProbe", "GpuMonitor", "GpuSummary", "WindowStats", "BackendChoice", "BackendInfo",
     "gpu_backends",
-    "Communicator", "Work", "DTYPES", "REDUCE_OPS", "ALGORITHMS",
+    "Communicator", "Work", "DTYPES", "REDUCE_OPS", "ALGORITHMS", "TRANSPORTS",
     "LaunchEnv", "read_launch_env", "communicator_from_env",
     "Coordinator", "CoordinatorClient", "Membership",
     "version", "strerror", "library_path",
@@ -87,10 +87,10 @@ def library_path():
 
 
 def __getattr__(name):
-    # __version__, and the names of DTYPES, REDUCE_OPS and ALGORITHMS, ask the
+    # __version__, and the names of DTYPES, REDUCE_OPS, ALGORITHMS and TRANSPORTS, ask the
     # library, loaded lazily (see _lib.py).
     if name == "__version__":
         return version()
-    if name in ("DTYPES", "REDUCE_OPS", "ALGORITHMS"):
+    if name in ("DTYPES", "REDUCE_OPS", "ALGORITHMS", "TRANSPORTS"):
         return getattr(_comm, name)
     raise AttributeError(f"module 'cohort' has no attribute {name!r}")

@@ -242,6 +242,7 @@ PROTOTYPES = {
     "cohort_dtype_name": (c_char_p, [c_int32]),
     "cohort_reduce_op_name": (c_char_p, [c_int32]),
     "cohort_algorithm_name": (c_char_p, [c_int32]),
+    "cohort_transport_name": (c_char_p, [c_int32]),
     "cohort_dtype_size": (c_size_t, [c_int32]),
     "cohort_dtype_parse": (_STATUS, [c_char_p, _P(c_int32)]),
     "cohort_reduce_op_parse": (_STATUS, [c_char_p, _P(c_int32)]),
@@ -261,6 +262,7 @@ PROTOTYPES = {
     "cohort_comm_options_set_fusion_threshold": (_STATUS, [comm_options_p, c_uint64]),
     "cohort_comm_options_set_socket_buffer": (_STATUS, [comm_options_p, c_uint64]),
     "cohort_comm_options_set_max_frame": (_STATUS, [comm_options_p, c_uint64]),
+    "cohort_comm_options_set_shm_size": (_STATUS, [comm_options_p, c_uint64]),
     # communicator
     "cohort_comm_create": (_STATUS, [c_int32, c_int32, comm_options_p, _P(comm_p)]),
     "cohort_comm_destroy": (None, [comm_p]),
@@ -272,6 +274,8 @@ PROTOTYPES = {
     "cohort_comm_broken_reason": (_STATUS, [comm_p, _owned_out, _P(c_size_t)]),
     "cohort_comm_host": (_STATUS, [comm_p, c_int32, _cstr_out]),
     "cohort_comm_choose": (_STATUS, [comm_p, c_uint64, _P(c_int32)]),
+    "cohort_comm_transport": (_STATUS, [comm_p, c_int32, _P(c_int32)]),
+    "cohort_comm_describe": (_STATUS, [comm_p, _owned_out, _P(c_size_t)]),
     # collectives (buffers as c_void_p: addresses of the caller's memory)
     "cohort_comm_allreduce": (_STATUS, [comm_p, c_void_p, c_void_p, c_uint64, c_int32, c_int32,
                                         c_int32, c_double]),

@@ -28,6 +28,7 @@ process (as the tests do).
 
 import array
 import ctypes
+import json
 import math
 import numbers
 import os
@@ -36,7 +37,7 @@ from ctypes import byref, c_char_p, c_int32, c_uint64, c_void_p
 from . import _lib, _util
 from .errors import InvalidArgument
 
-__all__ = ["Communicator", "Work", "DTYPES", "REDUCE_OPS", "ALGORITHMS"]
+__all__ = ["Communicator", "Work", "DTYPES", "REDUCE_OPS", "ALGORITHMS", "TRANSPORTS"]
 
 try:  # optional: shapes for allgather/reduce_scatter results, read-only inputs without a copy
     import numpy as _np
@@ -71,12 +72,13 @@ def _table(key):
         _tables = {"DTYPES": dtypes,
                    "REDUCE_OPS": _names(lib.cohort_reduce_op_name),
                    "ALGORITHMS": _names(lib.cohort_algorithm_name),
+                   "TRANSPORTS": _names(lib.cohort_transport_name),
                    "sizes": tuple(lib.cohort_dtype_size(i) for i in range(len(dtypes)))}
     return _tables[key]
 
 
 def __getattr__(name):
-    if name in ("DTYPES", "REDUCE_OPS", "ALGORITHMS"):
+    if name in ("DTYPES", "REDUCE_OPS", "ALGORITHMS", "TRANSPORTS"):
         return _table(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -368,7 +370,7 @@ class Communicator(_util.Handle):
 
     Communicator(rank, size, store=None, *, timeout=60.0, connect_timeout=60.0,
                  job_id="cohort", generation=0, secret=None, address=None,
-                 ifname=None, host=None, fusion_threshold=None)
+                 ifname=None, host=None, fusion_threshold=None, shm_size=None)
 
     store: where ranks meet, "tcp://HOST:PORT" (rank 0 hosts the server) or
     "file:///DIR" (or a path object for that folder); not needed when size
@@ -377,7 +379,9 @@ class Communicator(_util.Handle):
     connection proves both sides know it (default $COHORT_SECRET). address
     ("HOST" or "HOST:PORT") or ifname: where to listen. host: this rank's
     host label, for the hierarchical algorithm. fusion_threshold: bytes of
-    the buffers allreduce_named packs small tensors into.
+    the buffers allreduce_named packs small tensors into. shm_size: bytes of
+    the shared-memory segment the ranks of one host share (0 turns it off;
+    default $COHORT_SHM_SIZE, else 16 MiB); see `transports` and describe().
 
     Blocks until every rank joined (cohort.Timeout names those that never
     did). Use it as a context manager, or call close().
@@ -388,7 +392,7 @@ class Communicator(_util.Handle):
 
     def __init__(self, rank, size, store=None, *, timeout=60.0, connect_timeout=60.0,
                  job_id="cohort", generation=0, secret=None, address=None, ifname=None,
-                 host=None, fusion_threshold=None, _ptr=None):
+                 host=None, fusion_threshold=None, shm_size=None, _ptr=None):
         if _ptr is not None:  # a cohort_comm* the library made: it is ours now
             self._own(_ptr)
             return
@@ -420,6 +424,8 @@ class Communicator(_util.Handle):
             if fusion_threshold is not None:
                 lib.cohort_comm_options_set_fusion_threshold(
                     options, _util.u64("fusion_threshold", fusion_threshold))
+            if shm_size is not None:
+                lib.cohort_comm_options_set_shm_size(options, _util.u64("shm_size", shm_size))
             ptr = _util.create(lib.cohort_comm_create, _lib.comm_p, rank, size, options)
         finally:
             lib.cohort_comm_options_destroy(options)
@@ -487,6 +493,25 @@ class Communicator(_util.Handle):
             self._lib.cohort_comm_host(self._h(), r, byref(out))
             hosts.append(_util.decode(out.value))
         return hosts
+
+    @property
+    def transports(self):
+        """How this rank reaches each rank, in rank order: "self", "shm"
+        (the host's shared memory), "direct" (process_vm_readv) or "tcp"."""
+        out = c_int32()
+        names = _table("TRANSPORTS")
+        result = []
+        for r in range(self._size):
+            self._lib.cohort_comm_transport(self._h(), r, byref(out))
+            result.append(names[out.value] if 0 <= out.value < len(names) else "unknown")
+        return result
+
+    def describe(self):
+        """What the set-up chose, as a dict: rank, size, hosts, transports,
+        shm ({"bytes", "slot_bytes", "ranks"} or None) and shm_unavailable
+        (why this host's ranks share no memory although it was wanted, or
+        None)."""
+        return json.loads(_util.owned_string(self._lib.cohort_comm_describe, self._h()))
 
     def choose(self, nbytes):
         """The algorithm "auto" picks for an all-reduce of `nbytes` bytes

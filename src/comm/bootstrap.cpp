@@ -2,6 +2,7 @@
 // checked; meet the other ranks in the store, listen, connect the mesh.
 #include "comm/communicator_impl.hpp"
 
+#include "comm/shm/join.hpp"
 #include "comm/transport/address.hpp"
 #include "comm/transport/mesh.hpp"
 #include "core/deadline.hpp"
@@ -47,6 +48,7 @@ Communicator::Impl::Impl(const CommOptions& given) : options(with_env_defaults(g
     const int rank = options.rank, size = options.size;
     if (options.host_label.empty()) options.host_label = machine_name();
     hosts.assign(size, options.host_label);
+    transports.assign(size, Transport::self);
     auto io = std::make_unique<asio::io_context>();
     if (size == 1) {
         engine = std::make_unique<comm::Engine>(0, 1, std::vector<std::unique_ptr<comm::Peer>>(1), options.max_frame,
@@ -143,6 +145,18 @@ Communicator::Impl::Impl(const CommOptions& given) : options(with_env_defaults(g
     mesh.direct_copy = options.direct_copy;
     mesh.deadline = deadline;
     auto peers = comm::connect_mesh(*io, acceptor, endpoints, mesh);
+    for (int r = 0; r < size; ++r)
+        if (r != rank) transports[r] = peers[r]->direct ? Transport::direct_copy : Transport::tcp;
+    // After the mesh: a host's ranks that share memory still need their
+    // sockets, which carry aborts and show a dead peer by closing.
+    auto joined = comm::shm::join(*scoped, hosts, rank, *options.shm_size, *options.spin, deadline);
+    shm = std::move(joined.group);
+    shm_unavailable = std::move(joined.unavailable);
+    if (shm) {
+        for (int r : shm->ranks())
+            if (r != rank) transports[r] = Transport::shared_memory;
+        shm_everyone = shm->size() == size;
+    }
     engine =
         std::make_unique<comm::Engine>(rank, size, std::move(peers), options.max_frame, *options.spin, std::move(io));
     std::lock_guard lock(abort_signal->mutex);

@@ -3,10 +3,12 @@
 #include "comm/algorithms/algorithms.hpp"
 #include "comm/communicator_impl.hpp"
 #include "comm/reduce.hpp"
+#include "comm/shm/collectives.hpp"
 
 #include "core/deadline.hpp"
 #include "core/text.hpp"
 
+#include <boost/json.hpp>
 #include <fmt/format.h>
 
 #include <cstring>
@@ -18,7 +20,8 @@ namespace {
 using comm::OpKind;
 using comm::OpSignature;
 
-constexpr std::string_view kAlgorithmNames[] = {"auto", "star", "ring", "doubling", "hierarchical"};
+constexpr std::string_view kAlgorithmNames[] = {"auto", "star", "ring", "doubling", "hierarchical", "shm"};
+constexpr std::string_view kTransportNames[] = {"self", "shm", "direct", "tcp"};
 
 std::size_t checked_bytes(const char* fn, std::size_t count, std::size_t element) {
     if (element != 0 && count > std::numeric_limits<std::size_t>::max() / element)
@@ -76,11 +79,17 @@ Algorithm parse_algorithm(std::string_view name) {
     std::string message = fmt::format("unknown algorithm '{}'", name);
     if (auto near = detail::closest_word(name, std::span<const std::string_view>(kAlgorithmNames)))
         message += fmt::format(" (did you mean '{}'?)", *near);
-    throw Error(Errc::invalid_argument, message + "; expected auto, star, ring, doubling or hierarchical");
+    throw Error(Errc::invalid_argument, message + "; expected auto, star, ring, doubling, hierarchical or shm");
+}
+
+const char* transport_name(Transport t) noexcept {
+    const auto i = static_cast<std::size_t>(t);
+    return i < std::size(kTransportNames) ? kTransportNames[i].data() : "unknown";
 }
 
 Algorithm Communicator::Impl::resolve(Algorithm requested, std::size_t bytes) const {
     if (requested != Algorithm::automatic) return requested;
+    if (shm_everyone) return Algorithm::shared_memory;
     if (options.size <= 2 && bytes > (std::size_t(64) << 10)) return Algorithm::ring;
     if (bytes <= (std::size_t(64) << 10)) return Algorithm::doubling;
     if (multi_rank_host && host_count > 1) return Algorithm::hierarchical;
@@ -104,6 +113,33 @@ const std::vector<std::string>& Communicator::hosts() const { return impl_->host
 bool Communicator::broken() const { return impl_->engine->broken(); }
 std::string Communicator::broken_reason() const { return impl_->engine->broken_reason(); }
 Algorithm Communicator::choose(std::size_t bytes) const { return impl_->resolve(Algorithm::automatic, bytes); }
+const std::vector<Transport>& Communicator::transports() const { return impl_->transports; }
+
+std::string Communicator::describe() const {
+    const Impl& impl = *impl_;
+    boost::json::object o;
+    o["rank"] = impl.options.rank;
+    o["size"] = impl.options.size;
+    boost::json::array hosts, transports;
+    for (const auto& h : impl.hosts) hosts.emplace_back(h);
+    for (const auto t : impl.transports) transports.emplace_back(transport_name(t));
+    o["hosts"] = std::move(hosts);
+    o["transports"] = std::move(transports);
+    if (impl.shm) {
+        boost::json::array ranks;
+        for (int r : impl.shm->ranks()) ranks.emplace_back(r);
+        o["shm"] = boost::json::object{{"bytes", impl.shm->segment_bytes()},
+                                       {"slot_bytes", impl.shm->slot_bytes()},
+                                       {"ranks", std::move(ranks)}};
+    } else {
+        o["shm"] = nullptr;
+    }
+    if (impl.shm_unavailable.empty())
+        o["shm_unavailable"] = nullptr;
+    else
+        o["shm_unavailable"] = impl.shm_unavailable;
+    return boost::json::serialize(o);
+}
 
 // ---------------------------------------------------------------- allreduce
 
@@ -124,6 +160,13 @@ std::function<void()> allreduce_op(Communicator::Impl& impl, const void* in, voi
                     "allreduce: in and out overlap without being the same buffer (pass the "
                     "same pointer twice to reduce in place)");
     const Algorithm algorithm = impl.resolve(call.algorithm, bytes);
+    if (algorithm == Algorithm::shared_memory && !impl.shm_everyone && impl.options.size > 1)
+        throw Error(Errc::invalid_argument,
+                    fmt::format("allreduce: algorithm shm needs every rank in one host's shared memory, and {}; use "
+                                "auto",
+                                !impl.shm_unavailable.empty()
+                                    ? "this host's ranks share none: " + impl.shm_unavailable
+                                    : fmt::format("the ranks are on {} hosts", impl.host_count)));
     return [&impl, in, out, count, dtype, op, call, algorithm, aux] {
         OpSignature sig{OpKind::allreduce, static_cast<uint8_t>(dtype), static_cast<uint8_t>(op),
                         static_cast<uint8_t>(algorithm), 0, 0, count, aux};
@@ -133,7 +176,18 @@ std::function<void()> allreduce_op(Communicator::Impl& impl, const void* in, voi
         switch (algorithm) {
             case Algorithm::star: comm::allreduce_star(engine, r); break;
             case Algorithm::doubling: comm::allreduce_doubling(engine, r); break;
-            case Algorithm::hierarchical: comm::allreduce_hierarchical(engine, impl.hosts, r); break;
+            case Algorithm::hierarchical:
+                if (impl.shm)
+                    comm::shm::allreduce_hierarchical(*impl.shm, engine, impl.hosts, r);
+                else
+                    comm::allreduce_hierarchical(engine, impl.hosts, r);
+                break;
+            case Algorithm::shared_memory:
+                if (impl.shm) {
+                    comm::shm::allreduce(*impl.shm, engine, r);
+                    break;
+                }
+                [[fallthrough]];  // one rank: nothing to share
             case Algorithm::ring:
             case Algorithm::automatic: {
                 std::vector<int> members(impl.options.size);
@@ -224,15 +278,21 @@ std::function<void()> broadcast_op(Communicator::Impl& impl, void* data, std::si
                                 impl.options.size - 1, impl.options.size));
     return [&impl, data, bytes, root, call] {
         impl.begin(OpSignature{OpKind::broadcast, 0, 0, 0, static_cast<uint32_t>(root), 0, bytes, 0}, call);
-        comm::broadcast(*impl.engine, static_cast<std::byte*>(data), bytes, root,
-                        std::min<std::size_t>(impl.options.max_frame, std::size_t(1) << 20));
+        if (impl.shm_everyone)  // local ranks are the global ranks then
+            comm::shm::broadcast(*impl.shm, *impl.engine, static_cast<std::byte*>(data), bytes, root);
+        else
+            comm::broadcast(*impl.engine, static_cast<std::byte*>(data), bytes, root,
+                            std::min<std::size_t>(impl.options.max_frame, std::size_t(1) << 20));
     };
 }
 
 std::function<void()> barrier_op(Communicator::Impl& impl, const CallOptions& call) {
     return [&impl, call] {
         impl.begin(OpSignature{OpKind::barrier, 0, 0, 0, 0, 0, 0, 0}, call);
-        comm::barrier(*impl.engine);
+        if (impl.shm_everyone)
+            comm::shm::barrier(*impl.shm, *impl.engine);
+        else
+            comm::barrier(*impl.engine);
     };
 }
 
@@ -243,7 +303,12 @@ std::function<void()> allgather_op(Communicator::Impl& impl, const void* in, voi
     check_pointer("allgather", out, total, "out");
     return [&impl, in, out, bytes, call] {
         impl.begin(OpSignature{OpKind::allgather, 0, 0, 0, 0, 0, bytes, 0}, call);
-        comm::allgather_ring(*impl.engine, static_cast<const std::byte*>(in), static_cast<std::byte*>(out), bytes);
+        const auto* from = static_cast<const std::byte*>(in);
+        auto* to = static_cast<std::byte*>(out);
+        if (impl.shm_everyone)
+            comm::shm::allgather(*impl.shm, *impl.engine, from, to, bytes);
+        else
+            comm::allgather_ring(*impl.engine, from, to, bytes);
     };
 }
 
@@ -258,7 +323,11 @@ std::function<void()> reduce_scatter_op(Communicator::Impl& impl, const void* in
         impl.begin(OpSignature{OpKind::reduce_scatter, static_cast<uint8_t>(dtype), static_cast<uint8_t>(op),
                                static_cast<uint8_t>(Algorithm::ring), 0, 0, count, 0},
                    call);
-        comm::reduce_scatter_ring(*impl.engine, reduction(in, out, count, dtype, op, impl.options.size));
+        const auto r = reduction(in, out, count, dtype, op, impl.options.size);
+        if (impl.shm_everyone)
+            comm::shm::reduce_scatter(*impl.shm, *impl.engine, r);
+        else
+            comm::reduce_scatter_ring(*impl.engine, r);
     };
 }
 

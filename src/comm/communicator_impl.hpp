@@ -4,6 +4,7 @@
 #pragma once
 
 #include "comm/engine.hpp"
+#include "comm/shm/group.hpp"
 #include "comm/work_state.hpp"
 
 #include <cohort/communicator.hpp>
@@ -47,6 +48,11 @@ struct Communicator::Impl {
     std::vector<std::string> hosts;
     bool multi_rank_host = false;  // some host runs more than one rank
     std::size_t host_count = 1;
+    std::vector<Transport> transports;
+    // This host's shared memory (null without), and why not when wanted.
+    std::unique_ptr<comm::shm::Group> shm;
+    std::string shm_unavailable;
+    bool shm_everyone = false;  // the segment holds every rank of the communicator
     std::unique_ptr<comm::Engine> engine;
     std::shared_ptr<AbortHandle::Signal> abort_signal = std::make_shared<AbortHandle::Signal>();
     uint64_t seq = 0;

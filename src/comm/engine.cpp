@@ -135,6 +135,37 @@ void Engine::run(std::span<Transfer> transfers) {
     if (failed_) break_and_throw();
 }
 
+void Engine::fail_gone(int rank) {
+    const Peer& peer = *peers_.at(rank);
+    fail(peer.left ? Errc::closed : Errc::peer_failed,
+         fmt::format("{} on rank {}: rank {} ({}) {}", describe(op_), rank_, peer.rank, peer.endpoint,
+                     peer.gone_reason));
+    break_and_throw();
+}
+
+void Engine::check(const std::function<std::string()>& waiting_on) {
+    if (abort_requested_) {
+        take_abort();
+    } else {
+        io_->poll();
+        if (io_->stopped()) io_->restart();
+        for (const auto& peer : peers_) {
+            // A peer already in a later operation is no mismatch: it saw
+            // every rank through this one before this rank noticed.
+            if (failed_ || !peer || !peer->pending || peer->pending->op.seq != op_.seq) continue;
+            if (const std::string why = mismatch(op_, peer->pending->op); !why.empty())
+                fail(Errc::mismatch,
+                     fmt::format("{} on rank {} does not match rank {}: {}", describe(op_), rank_, peer->rank, why));
+        }
+        if (!failed_ && Clock::now() >= deadline_)
+            fail(Errc::timeout, fmt::format("{} timed out on rank {} after {} waiting for {}; a rank that never called "
+                                            "this operation, or a hung or dead one, is the usual cause",
+                                            describe(op_), rank_, fmt::format("{:g} s", timeout_.count() / 1000.0),
+                                            waiting_on()));
+    }
+    if (failed_) break_and_throw();
+}
+
 void Engine::finish_transfer() {
     if (outstanding_ > 0) --outstanding_;
 }

@@ -65,6 +65,20 @@ public:
     void run(std::initializer_list<Transfer> transfers);
     const OpSignature& op() const { return op_; }
 
+    // For a transport outside the sockets (shared memory) that waits on its
+    // own: runs the socket events already there (a peer's abort frame, a
+    // closed connection), then throws the operation's Error if it failed,
+    // was aborted or ran past its deadline; `waiting_on` says, for the
+    // timeout's message, what the caller waits for. A data frame of this
+    // operation's number but another kind waiting on a socket is a
+    // mismatch: that peer runs something else.
+    void check(const std::function<std::string()>& waiting_on);
+    // Whether `rank` closed its communicator or its connection broke (as
+    // far as the events run so far tell).
+    bool peer_gone(int rank) const { return rank != rank_ && peers_.at(rank) && peers_[rank]->gone; }
+    // Fails the operation because `rank`, which it still needs, is gone.
+    [[noreturn]] void fail_gone(int rank);
+
     // A scratch buffer of at least `bytes`; `slot` 0 or 1.
     std::byte* scratch(std::size_t bytes, int slot = 0);
 

@@ -4,6 +4,7 @@
 #include <cohort/error.hpp>
 
 #include "core/deadline.hpp"
+#include "core/text.hpp"
 
 #include <fmt/format.h>
 
@@ -16,6 +17,8 @@ namespace cohort {
 namespace {
 
 constexpr int64_t kMaxSpinUs = 1000000;
+constexpr std::size_t kDefaultShmSize = std::size_t(16) << 20;
+constexpr std::size_t kMaxShmSize = std::size_t(64) << 30;
 
 const char* env(const char* name) {
     const char* value = std::getenv(name);
@@ -54,6 +57,19 @@ CommOptions with_env_defaults(CommOptions options) {
                                     "go over TCP) or 1 (the default: direct copies where both sides may)",
                                     value));
     }
+    if (!options.shm_size) {
+        options.shm_size = kDefaultShmSize;
+        if (const char* text = env("COHORT_SHM_SIZE")) {
+            const auto bytes = detail::parse_size(text);
+            if (!bytes || *bytes > kMaxShmSize)
+                throw Error(Errc::invalid_argument,
+                            fmt::format("COHORT_SHM_SIZE='{}': expected the bytes of a host's shared-memory segment, "
+                                        "a number with an optional K, M or G suffix up to 64G (0 turns shared "
+                                        "memory off; the default is 16M)",
+                                        text));
+            options.shm_size = static_cast<std::size_t>(*bytes);
+        }
+    }
     if (!options.spin) options.spin = spin_from_env(env("COHORT_SPIN_US") ? env("COHORT_SPIN_US") : "50");
     return options;
 }
@@ -79,6 +95,8 @@ void check_options(const CommOptions& o, bool world) {
     if (o.max_frame < 4096 || o.max_frame > (std::size_t(256) << 20))
         bad(fmt::format("max_frame {} is outside 4 KiB..256 MiB (4096..268435456)", o.max_frame));
     if (o.socket_buffer > (std::size_t(1) << 30)) bad(fmt::format("socket_buffer {} is above 1 GiB", o.socket_buffer));
+    if (o.shm_size && *o.shm_size > kMaxShmSize)
+        bad(fmt::format("shm_size {} is above 64 GiB (0 turns shared memory off)", *o.shm_size));
     if (o.spin && (o.spin->count() < 0 || o.spin->count() > kMaxSpinUs))
         bad(fmt::format("spin {} us is outside 0..{} us", o.spin->count(), kMaxSpinUs));
 }

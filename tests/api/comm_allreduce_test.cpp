@@ -115,6 +115,34 @@ INSTANTIATE_TEST_SUITE_P(Worlds, AllreduceOverTcp,
                          ::testing::Combine(::testing::Values(2, 3, 4), ::testing::ValuesIn(kAllAlgorithms)),
                          matrix_name);
 
+// Every rank on one host, through the host's shared memory: explicitly and
+// as auto's pick, every dtype, op and small size, and large messages that go
+// through many chunks, with a segment small enough (2 MiB) that even 8 ranks
+// get slots below the large messages' size.
+class AllreduceOverShm : public ::testing::TestWithParam<std::tuple<int, Algorithm>> {};
+
+TEST_P(AllreduceOverShm, EveryTypeOpAndSizeMatchesTheReferenceOnEveryRank) {
+    const auto [n, algorithm] = GetParam();
+    const uint64_t seed = test_seed();
+    std::mt19937_64 rng(seed);
+    std::vector<ReductionCase> cases;
+    for (DataType dtype : kAllTypes)
+        for (ReduceOp op : kAllOps)
+            for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(997), std::size_t(20011)})
+                cases.push_back(make_case(rng, dtype, op, count, n));
+    cases.push_back(make_case(rng, DataType::float32, ReduceOp::sum, kLargeSize, n));
+    cases.push_back(make_case(rng, DataType::bfloat16, ReduceOp::avg, kLargeSize, n));
+    World world;
+    world.shm_size = std::size_t(2) << 20;
+    world.configure = [](int, CommOptions& o) { o.host_label = "one-host"; };
+    run_cases(n, algorithm, cases, world, seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, AllreduceOverShm,
+                         ::testing::Combine(::testing::Values(2, 3, 4, 8),
+                                            ::testing::Values(Algorithm::shared_memory, Algorithm::automatic)),
+                         matrix_name);
+
 // Hierarchical all-reduce with other layouts of ranks on hosts: every rank on
 // one host, every rank alone, hosts whose ranks are not neighbours, and a
 // host of one rank first.

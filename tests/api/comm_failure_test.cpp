@@ -190,14 +190,17 @@ INSTANTIATE_TEST_SUITE_P(Calls, Mismatch, ::testing::ValuesIn(disagreements()),
                              return name;
                          });
 
-// Ranks that disagree on a broadcast's root: each one that believes it is
-// the root only sends, so with two ranks nobody receives and the broadcast
-// itself cannot notice. The disagreement surfaces, on every rank, as a
-// mismatch in the next operation that names the broadcast and its root
-// (documented in docs/collectives.md).
+// Ranks that disagree on a broadcast's root, over TCP: each one that
+// believes it is the root only sends, so with two ranks nobody receives and
+// the broadcast itself cannot notice. The disagreement surfaces, on every
+// rank, as a mismatch in the next operation that names the broadcast and
+// its root (documented in docs/collectives.md). Over shared memory every
+// rank meets in the broadcast itself, which then fails (comm_shm_test.cpp).
 TEST(BroadcastRoots, DisagreeingRootsFailTheNextOperation) {
     Problems problems;
-    const auto outcomes = spawn_comms(2, [&](Communicator& comm) {
+    World tcp;
+    tcp.shm_size = 0;
+    const auto outcomes = spawn_comms(2, tcp, [&](Communicator& comm) {
         char text[16] = {};
         std::snprintf(text, sizeof text, "from rank %d", comm.rank());
         comm.broadcast(text, sizeof text, comm.rank());  // each believes it is the root
@@ -730,7 +733,7 @@ TEST(InvalidArguments, CallsFailLocallyAndLeaveTheCommunicatorWorking) {
                   [&] { comm.allreduce(a, 4, static_cast<DataType>(42), ReduceOp::sum); });
             check("op", "allreduce: op 9 is not a reduce op (0 sum .. 4 avg)",
                   [&] { comm.allreduce(a, 4, DataType::float32, static_cast<ReduceOp>(9)); });
-            check("algorithm", "allreduce: algorithm 7 is not an algorithm (0 auto .. 4 hierarchical)", [&] {
+            check("algorithm", "allreduce: algorithm 7 is not an algorithm (0 auto .. 5 shm)", [&] {
                 comm.allreduce(a, 4, DataType::float32, ReduceOp::sum, {static_cast<Algorithm>(7), {}});
             });
             check("overflow", "overflow",

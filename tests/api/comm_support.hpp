@@ -162,6 +162,9 @@ struct World {
     // Threads of one process may copy each other's buffers directly; false
     // sends every byte through TCP.
     bool direct_copy = true;
+    // The host's shared-memory segment; 0 keeps every byte off shared
+    // memory (the ranks are threads of one host, so they would share one).
+    std::optional<std::size_t> shm_size;
     // Last word on each rank's options (host labels, secrets, ...).
     std::function<void(int rank, CommOptions&)> configure;
 };
@@ -201,6 +204,7 @@ std::vector<RankOutcome> spawn_comms(int size, const World& world, F&& fn) {
         o.connect_timeout = world.connect_timeout;
         o.address = world.address;
         o.direct_copy = world.direct_copy;
+        o.shm_size = world.shm_size;
         if (world.configure) world.configure(rank, o);
         Communicator comm(o);
         fn(comm);

@@ -71,14 +71,14 @@ static void check_has(const char* file, int line, const char* what, const char* 
 
 #define N_DTYPES 7
 #define N_OPS 5
-#define N_ALGOS 5
+#define N_ALGOS 6
 
 static const int32_t all_dtypes[N_DTYPES] = {COHORT_DTYPE_FLOAT32,  COHORT_DTYPE_FLOAT64, COHORT_DTYPE_FLOAT16,
                                              COHORT_DTYPE_BFLOAT16, COHORT_DTYPE_INT32,   COHORT_DTYPE_INT64,
                                              COHORT_DTYPE_UINT8};
 static const int32_t all_ops[N_OPS] = {COHORT_OP_SUM, COHORT_OP_PROD, COHORT_OP_MIN, COHORT_OP_MAX, COHORT_OP_AVG};
 static const int32_t all_algos[N_ALGOS] = {COHORT_ALGO_AUTO, COHORT_ALGO_STAR, COHORT_ALGO_RING, COHORT_ALGO_DOUBLING,
-                                           COHORT_ALGO_HIERARCHICAL};
+                                           COHORT_ALGO_HIERARCHICAL, COHORT_ALGO_SHM};
 
 /* IEEE binary16 of a value whose significand fits 11 bits (small integers
  * and halves here); no libm needed. */
@@ -234,7 +234,7 @@ static void test_names(void) {
     static const char* dtype_names[N_DTYPES] = {"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8"};
     static const size_t dtype_sizes[N_DTYPES] = {4, 8, 2, 2, 4, 8, 1};
     static const char* op_names[N_OPS] = {"sum", "prod", "min", "max", "avg"};
-    static const char* algo_names[N_ALGOS] = {"auto", "star", "ring", "doubling", "hierarchical"};
+    static const char* algo_names[N_ALGOS] = {"auto", "star", "ring", "doubling", "hierarchical", "shm"};
     int32_t value = -7;
 
     for (int i = 0; i < N_DTYPES; ++i) {
@@ -263,7 +263,14 @@ static void test_names(void) {
     CHECK(cohort_dtype_size(99) == 0);
     CHECK(cohort_dtype_size(-1) == 0);
     CHECK(strcmp(cohort_reduce_op_name(5), "unknown") == 0);
-    CHECK(strcmp(cohort_algorithm_name(5), "unknown") == 0);
+    CHECK(strcmp(cohort_algorithm_name(COHORT_ALGO_SHM), "shm") == 0);
+    CHECK(strcmp(cohort_algorithm_name(6), "unknown") == 0);
+    CHECK(strcmp(cohort_transport_name(COHORT_TRANSPORT_SELF), "self") == 0);
+    CHECK(strcmp(cohort_transport_name(COHORT_TRANSPORT_SHM), "shm") == 0);
+    CHECK(strcmp(cohort_transport_name(COHORT_TRANSPORT_DIRECT), "direct") == 0);
+    CHECK(strcmp(cohort_transport_name(COHORT_TRANSPORT_TCP), "tcp") == 0);
+    CHECK(strcmp(cohort_transport_name(4), "unknown") == 0);
+    CHECK(strcmp(cohort_transport_name(-1), "unknown") == 0);
 
     value = -7;
     CHECK_ERR(cohort_dtype_parse("flaot32", &value), BAD, "did you mean 'float32'");
@@ -527,7 +534,7 @@ static void test_errors(void) {
     CHECK_ERR(cohort_comm_allreduce(c, buf, buf, COUNT, COHORT_DTYPE_FLOAT32, 5, COHORT_ALGO_AUTO, 0), BAD,
               "op 5 is not a reduce op (0 sum .. 4 avg)");
     CHECK_ERR(cohort_comm_allreduce(c, buf, buf, COUNT, COHORT_DTYPE_FLOAT32, COHORT_OP_SUM, 9, 0), BAD,
-              "algorithm 9 is not an algorithm (0 auto .. 4 hierarchical)");
+              "algorithm 9 is not an algorithm (0 auto .. 5 shm)");
     CHECK_ERR(cohort_comm_reduce_scatter(c, buf, buf, COUNT, COHORT_DTYPE_FLOAT32, -2, 0), BAD,
               "cohort_comm_reduce_scatter: op -2");
     CHECK_ERR(cohort_comm_reduce_scatter(c, buf, buf, COUNT, 7, COHORT_OP_SUM, 0), BAD, "dtype 7");
@@ -675,6 +682,24 @@ static void* rank_main(void* arg) {
     for (int r = 0; r < 2; ++r) {
         CHECK_OK(cohort_comm_host(c, r, &host));
         CHECK(host != NULL && strcmp(host, "c-host") == 0);
+    }
+    /* One host label, one process: the two ranks share memory. */
+    CHECK_OK(cohort_comm_transport(c, rank, &value));
+    CHECK(value == COHORT_TRANSPORT_SELF);
+    CHECK_OK(cohort_comm_transport(c, 1 - rank, &value));
+    CHECK(value == COHORT_TRANSPORT_SHM);
+    CHECK_ERR(cohort_comm_transport(c, 2, &value), COHORT_ERR_OUT_OF_RANGE, "cohort_comm_transport: rank 2 is outside 0..1");
+    CHECK_OK(cohort_comm_choose(c, 1 << 20, &value));
+    CHECK(value == COHORT_ALGO_SHM);
+    {
+        char* json = NULL;
+        size_t length = 0;
+        CHECK_OK(cohort_comm_describe(c, &json, &length));
+        CHECK(json != NULL && strlen(json) == length);
+        CHECK(json != NULL && strstr(json, "\"transports\":[") != NULL);
+        CHECK(json != NULL && strstr(json, rank == 0 ? "[\"self\",\"shm\"]" : "[\"shm\",\"self\"]") != NULL);
+        CHECK(json != NULL && strstr(json, "\"shm_unavailable\":null") != NULL);
+        cohort_free(json);
     }
 
     /* Every dtype and op, out of place, the algorithm chosen for us. */

@@ -148,7 +148,8 @@ class Names(unittest.TestCase):
     def test_constants(self):
         self.assertEqual(cohort.DTYPES, DTYPES)
         self.assertEqual(cohort.REDUCE_OPS, OPS)
-        self.assertEqual(cohort.ALGORITHMS, ("auto", "star", "ring", "doubling", "hierarchical"))
+        self.assertEqual(cohort.ALGORITHMS, ("auto", "star", "ring", "doubling", "hierarchical", "shm"))
+        self.assertEqual(cohort.TRANSPORTS, ("self", "shm", "direct", "tcp"))
         lib = cohort._lib.load()
         for i, name in enumerate(DTYPES):
             self.assertEqual(lib.cohort_dtype_name(i).decode(), name)

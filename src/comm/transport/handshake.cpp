@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -142,6 +143,19 @@ void describe_process(Hello& hello) {
     hello.boot = boot;
     hello.probe_address = reinterpret_cast<uintptr_t>(probe.data());
     hello.probe = probe;
+}
+
+void allow_peer_reads() {
+    static const bool done = [] {
+        std::ifstream in("/proc/sys/kernel/yama/ptrace_scope");
+        int scope = -1;
+        in >> scope;
+        // Scope 1 lets a process read only its descendants; sibling ranks
+        // are not. Scopes 2 and 3 allow nothing this could change.
+        if (scope == 1) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+        return true;
+    }();
+    (void)done;
 }
 
 bool can_read(const Hello& self, const Hello& peer) {

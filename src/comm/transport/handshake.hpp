@@ -42,6 +42,9 @@ inline constexpr std::size_t kHelloFixedBytes = 4 + 2 + 2 + 4 + 4 + 8 + kNonceBy
 
 // This process's pid, boot id hash and probe (the same for every call).
 void describe_process(Hello& hello);
+// Where Yama's ptrace_scope is 1, lets any process of this user read this
+// one (PR_SET_PTRACER), as a peer rank's direct copies need; once per process.
+void allow_peer_reads();
 // True if this process can read `peer`'s probe and it holds what it said.
 bool can_read(const Hello& self, const Hello& peer);
 

@@ -255,6 +255,7 @@ std::vector<std::unique_ptr<Peer>> connect_mesh(asio::io_context& io, tcp::accep
     local.assign(protocol, acceptor.release());
     MeshState st{options, {}, {}, {}, {}, {}, {}, {}, {}, Errc::ok, options.size - 1};
     describe_process(st.self);
+    if (options.direct_copy) allow_peer_reads();
     st.hellos.resize(options.size);
     st.direct.resize(options.size, false);
     st.self.has_secret = !options.secret.empty();

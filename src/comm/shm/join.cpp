@@ -1,0 +1,121 @@
+// Creating or mapping the host's segment and agreeing on the outcome.
+#include "comm/shm/join.hpp"
+
+#include "core/text.hpp"
+
+#include <cohort/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <sstream>
+
+namespace cohort::comm::shm {
+using detail::format_size;
+
+namespace {
+
+std::chrono::milliseconds left(std::chrono::steady_clock::time_point deadline) {
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    return std::max(ms, std::chrono::milliseconds(1));
+}
+
+std::string get(Store& store, const std::string& key, int rank, int from,
+                std::chrono::steady_clock::time_point deadline) {
+    try {
+        return store.get(key, left(deadline));
+    } catch (const Error& e) {
+        if (e.code() != Errc::timeout) throw;
+        throw Error(Errc::timeout, fmt::format("rank {}: rank {} of this host never said whether it mapped the "
+                                               "shared-memory segment (store key '{}'); did it die during set-up?",
+                                               rank, from, key));
+    }
+}
+
+// Maps the segment the leader announced ("NAME\nBYTES") and checks it is
+// the one the leader made for this group.
+Segment attach(const std::string& announced, std::size_t ranks, std::size_t slot) {
+    std::istringstream text(announced);
+    std::string name, size_text;
+    std::getline(text, name);
+    std::getline(text, size_text);
+    std::size_t bytes = 0;
+    const auto parsed = std::from_chars(size_text.data(), size_text.data() + size_text.size(), bytes);
+    if (name.rfind("/cohort-", 0) != 0 || parsed.ec != std::errc() || bytes == 0)
+        throw Error(Errc::unavailable, fmt::format("the host's first rank announced a malformed segment '{}'",
+                                                   detail::escape_bytes(announced)));
+    Segment s = Segment::open(name, bytes);
+    const auto* header = reinterpret_cast<const Header*>(s.data());
+    if (header->magic != kSegmentMagic || header->ranks != ranks || header->slot_bytes != slot)
+        throw Error(Errc::unavailable,
+                    fmt::format("segment {} does not hold what this rank expected ({} ranks, slots of {})", name,
+                                ranks, format_size(slot)));
+    return s;
+}
+
+}  // namespace
+
+Joined join(Store& store, const std::vector<std::string>& hosts, int rank, std::size_t bytes,
+            std::chrono::microseconds spin, std::chrono::steady_clock::time_point deadline) {
+    std::vector<int> local;
+    for (int r = 0; r < static_cast<int>(hosts.size()); ++r)
+        if (hosts[r] == hosts[rank]) local.push_back(r);
+    if (local.size() < 2) return {};
+    if (bytes == 0) return {nullptr, "shared memory is off (shm_size 0, or COHORT_SHM_SIZE=0)"};
+    const int leader = local.front();
+    const int me = static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
+    const Layout l = layout(bytes, static_cast<int>(local.size()));
+
+    Segment segment;
+    std::string failed;
+    const std::string announce_key = fmt::format("shm/{}", leader);
+    if (rank == leader) {
+        if (l.slot == 0) {
+            failed = fmt::format("a segment of {} leaves less than {} per slot for {} ranks; raise shm_size "
+                                 "(COHORT_SHM_SIZE)",
+                                 format_size(bytes), format_size(kMinSlot), local.size());
+        } else {
+            try {
+                segment = Segment::create(fresh_segment_name(), bytes);
+                auto* header = reinterpret_cast<Header*>(segment.data());
+                header->magic = kSegmentMagic;
+                header->ranks = static_cast<uint32_t>(local.size());
+                header->slot_bytes = l.slot;
+            } catch (const Error& e) {
+                failed = e.what();
+            }
+        }
+        store.set(announce_key, failed.empty() ? fmt::format("{}\n{}", segment.name(), bytes) : "!" + failed);
+    } else {
+        const std::string announced = get(store, announce_key, rank, leader, deadline);
+        if (!announced.empty() && announced[0] == '!') {
+            failed = fmt::format("rank {}: {}", leader, announced.substr(1));
+        } else {
+            try {
+                segment = attach(announced, local.size(), l.slot);
+            } catch (const Error& e) {
+                failed = e.what();
+            }
+        }
+    }
+    if (failed.empty()) reinterpret_cast<Header*>(segment.data())->attached.fetch_add(1);
+    store.set(fmt::format("shm-ready/{}", rank), failed.empty() ? "ok" : failed);
+
+    // Everyone reads every answer, so every rank of the host decides alike.
+    std::string why;
+    for (int r : local) {
+        const std::string answer = r == rank ? (failed.empty() ? "ok" : failed)
+                                             : get(store, fmt::format("shm-ready/{}", r), rank, r, deadline);
+        if (answer != "ok" && why.empty()) why = r == leader || answer.rfind("rank ", 0) == 0 ? answer
+                                                                                              : fmt::format("rank {}: {}", r, answer);
+    }
+    if (!why.empty()) return {nullptr, why};
+    // Every rank mapped it: the name is no longer needed, and without it
+    // nothing is left in /dev/shm however the ranks end.
+    segment.unlink();
+    return {std::make_unique<Group>(std::move(segment), std::move(local), me, spin), ""};
+}
+
+}  // namespace cohort::comm::shm
