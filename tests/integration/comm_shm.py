@@ -291,7 +291,9 @@ def killall_running(size=4):
 def killall_startup(size=4):
     """Construction is when segments are created and named: killing every
     rank at any point of it must leave nothing behind."""
-    delays = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, "ready")
+    # Every 3 ms through the first 60, where the segment is created and
+    # joined on an idle machine, then later for a loaded one.
+    delays = tuple(round(i * 0.003, 3) for i in range(21)) + (0.1, 0.2, 0.4, "ready")
     print("killall_startup: %d ranks, SIGKILL every rank %s s after all began constructing"
           % (size, ", ".join(str(d) for d in delays)))
     problems = []
@@ -385,6 +387,7 @@ def small_devshm(size, tmpfs, filler=0, shm_size=None):
                     reasons = [job.results[r]["describe"]["shm_unavailable"] for r in range(size)]
                     check(all(isinstance(x, str) and x for x in reasons),
                           "shm not used but shm_unavailable does not say why: %s" % reasons, job)
+                    transports_are(job, "direct")  # the next best, process_vm_readv, is allowed
             no_leftovers(job, before)
         finally:
             job.close()
