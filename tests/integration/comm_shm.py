@@ -25,7 +25,8 @@ rank 0 on 127.0.0.1, then judges each one's output. Cases:
   transports_*_3         what each peer goes through: default "shm"; with
                          COHORT_SHM_SIZE=0 "direct"; ranks in separate PID
                          namespaces (process_vm_readv denied) "shm", or "tcp"
-                         with shm off; COHORT_DIRECT_COPY=0 likewise
+                         with shm off, also for only the rank alone in its
+                         namespace; COHORT_DIRECT_COPY=0 likewise
   two_jobs_2             two 2-rank jobs at once on one host (same job id)
 
 No case may leave a file in /dev/shm. As root the driver re-runs itself
@@ -76,9 +77,9 @@ def all_ok(job):
 
 
 def transports_are(job, expect, results=None):
-    """Every rank lists "self" for itself and `expect` for every peer, and
-    describe() agrees and says whether shm is in use. results: the ranks'
-    result lines, or their ready lines."""
+    """Every rank lists "self" for itself and `expect` for every peer (or
+    one of expect(rank, peer)), and describe() agrees and says whether shm
+    is in use. results: the ranks' result lines, or their ready lines."""
     failures = []
     results = job.results if results is None else results
     for r in range(job.size):
@@ -86,10 +87,12 @@ def transports_are(job, expect, results=None):
         if res is None:
             failures.append("rank %d told nothing about its transports" % r)
             continue
-        want = [("self" if p == r else expect) for p in range(job.size)]
+        want = [("self",) if p == r else expect(r, p) if callable(expect) else (expect,)
+                for p in range(job.size)]
         d = res.get("describe") or {}
-        if res.get("transports") != want:
-            failures.append("rank %d: transports %s, expected %s" % (r, res.get("transports"), want))
+        got = res.get("transports") or []
+        if len(got) != job.size or any(t not in w for t, w in zip(got, want)):
+            failures.append("rank %d: transports %s, expected %s" % (r, got, " ".join("/".join(w) for w in want)))
         missing = [k for k in ("rank", "size", "hosts", "transports", "shm", "shm_unavailable") if k not in d]
         if missing:
             failures.append("rank %d: describe() lacks %s: %s" % (r, ", ".join(missing), d))
@@ -104,7 +107,7 @@ def transports_are(job, expect, results=None):
                                 % (r, d["shm"]))
             if d["shm_unavailable"] is not None:
                 failures.append("rank %d: shm in use but shm_unavailable is %r" % (r, d["shm_unavailable"]))
-        elif d["shm"] is not None:
+        elif not callable(expect) and d["shm"] is not None:
             failures.append("rank %d: transports %s but describe()['shm'] is %r" % (r, expect, d["shm"]))
     check(not failures, "\n".join(failures), job)
 
@@ -149,7 +152,7 @@ def run_correct(size, level, expect, env=None, wrap=(), flags=(), deadline_s=240
         res = job.results[0]
         print("  %s: %d ranks ok over %s; %d checks each, %d results bit-identical across ranks; "
               "all-reduces %.1f s, all %.1f s; shm %s"
-              % (name, size, expect, res["checks"], shared, res["allreduce_s"],
+              % (name, size, expect if isinstance(expect, str) else "mixed transports", res["checks"], shared, res["allreduce_s"],
                  max(job.results[r]["total_ms"] for r in range(size)) / 1000, res["describe"]["shm"]))
         return job
     finally:
@@ -410,6 +413,21 @@ def transports(expect, env=None, pidns=False, size=3):
         no_leftovers(job, before)
 
 
+def transports_mixed():
+    """Ranks 0 and 1 share a PID namespace, rank 2 has its own, shm off:
+    0 and 1 copy directly; rank 2 sees neither (though its parent namespace
+    sees it), so both sides of each pair with it take TCP."""
+    def expect(r, p):
+        return ("direct",) if {r, p} == {0, 1} else ("tcp",)
+
+    print("transports: 3 ranks, rank 2 in its own PID namespace, COHORT_SHM_SIZE=0")
+    with devshm() as before:
+        job = run_correct(3, "quick", expect, env=NOSHM, wrap=lambda r: PID_NAMESPACE if r == 2 else (),
+                          deadline_s=120)
+        print("  transports: %s" % [job.results[r]["transports"] for r in range(3)])
+        no_leftovers(job, before)
+
+
 def two_jobs(size=2):
     """Two jobs with the default job id on one host must not share segments."""
     print("two_jobs: two %d-rank jobs at once, both with job id 'cohort'" % size)
@@ -470,6 +488,7 @@ CASES = {
     "transports_nodirect_noshm_3": (lambda: transports("tcp", dict(NOSHM, **NODIRECT)), False),
     "transports_pidns_3": (lambda: transports("shm", pidns=True), True),
     "transports_pidns_noshm_3": (lambda: transports("tcp", NOSHM, pidns=True), True),
+    "transports_pidns_mixed_noshm_3": (transports_mixed, True),
     "two_jobs_2": (two_jobs, False),
 }
 

@@ -56,7 +56,8 @@ class Job:
         self.store = "tcp://127.0.0.1:%d" % free_port()
         try:
             for rank in range(size):
-                argv = list(wrap) + [sys.executable, WORKER, "--rank", str(rank), "--size", str(size),
+                prefix = wrap(rank) if callable(wrap) else wrap  # e.g. unshare --pid ...
+                argv = list(prefix) + [sys.executable, WORKER, "--rank", str(rank), "--size", str(size),
                                      "--store", self.store, "--scenario", scenario, "--seed", str(SEED)]
                 argv += list(flags)
                 proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
