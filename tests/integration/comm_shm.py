@@ -9,6 +9,7 @@ rank 0 on 127.0.0.1, then judges each one's output. Cases:
                          7, 4097 and 1 MiB + 3 elements; broadcast, allgather,
                          reduce-scatter, async, barrier): results right and
                          bit-identical on every rank, transports "shm"
+  correctness_smallslots_N  the same through slots of about 80 KB
   kill_N_rankV[_OP]      SIGKILL rank V in the middle of an OP (allreduce by
                          default) over shm: every survivor fails fast, far
                          below the 30 s timeout, with PeerFailed or Closed
@@ -161,10 +162,18 @@ def run_correct(size, level, expect, env=None, wrap=(), flags=(), deadline_s=240
 
 # ------------------------------------------------------------------- cases
 
-def correctness(size):
-    print("correctness: %d ranks, every collective over shm, seed %d" % (size, SEED))
+def correctness(size, shm_size=None, level="full"):
+    """With shm_size, a segment whose slots (about shm_size / 2 ranks) are a
+    little over the 64 KiB minimum and no power of two, so most messages
+    cross many slot boundaries at odd offsets."""
+    print("correctness: %d ranks, every collective over shm, shm_size %s, seed %d"
+          % (size, shm_size or "default", SEED))
+    flags = ["--shm-size", str(shm_size)] if shm_size else []
     with devshm() as before:
-        job = run_correct(size, "full", "shm", deadline_s=240)
+        job = run_correct(size, level, "shm", flags=flags, deadline_s=240)
+        if shm_size:
+            slot = job.results[0]["describe"]["shm"].get("slot_bytes", 0)
+            check(0 < slot < 128 << 10, "slots of %d bytes: not the small ones this case is for" % slot, job)
         no_leftovers(job, before)
 
 
@@ -461,6 +470,8 @@ CASES = {
     "correctness_3": (lambda: correctness(3), False),
     "correctness_4": (lambda: correctness(4), False),
     "correctness_8": (lambda: correctness(8), False),
+    "correctness_smallslots_3": (lambda: correctness(3, shm_size=6 * 80000 + 4321), False),
+    "correctness_smallslots_8": (lambda: correctness(8, shm_size=16 * 80000 + 4321, level="quick"), False),
     "kill_2_rank1": (lambda: kill(2, 1), False),
     "kill_2_rank0": (lambda: kill(2, 0), False),
     "kill_3_rank0": (lambda: kill(3, 0), False),
