@@ -28,6 +28,8 @@ rank 0 on 127.0.0.1, then judges each one's output. Cases:
                          namespaces (process_vm_readv denied) "shm", or "tcp"
                          with shm off, also for only the rank alone in its
                          namespace; COHORT_DIRECT_COPY=0 likewise
+  hosts_4                ranks labelled as two hosts: shm within each,
+                         "hierarchical" and "auto" right
   two_jobs_2             two 2-rank jobs at once on one host (same job id)
 
 No case may leave a file in /dev/shm. As root the driver re-runs itself
@@ -77,10 +79,11 @@ def all_ok(job):
     check(not failures, "\n".join(failures), job)
 
 
-def transports_are(job, expect, results=None):
+def transports_are(job, expect, results=None, hosts=None):
     """Every rank lists "self" for itself and `expect` for every peer (or
     one of expect(rank, peer)), and describe() agrees and says whether shm
-    is in use. results: the ranks' result lines, or their ready lines."""
+    is in use. results: the ranks' result lines, or their ready lines.
+    hosts: the host labels the ranks were given (default: one host)."""
     failures = []
     results = job.results if results is None else results
     for r in range(job.size):
@@ -100,7 +103,9 @@ def transports_are(job, expect, results=None):
             continue
         if d["rank"] != r or d["size"] != job.size or d["transports"] != res.get("transports"):
             failures.append("rank %d: describe() disagrees: %s" % (r, d))
-        if len(d["hosts"]) != job.size or len(set(d["hosts"])) != 1:
+        if hosts is not None and d["hosts"] != hosts:
+            failures.append("rank %d: hosts %s, expected %s" % (r, d["hosts"], hosts))
+        elif hosts is None and (len(d["hosts"]) != job.size or len(set(d["hosts"])) != 1):
             failures.append("rank %d: hosts %s, expected one host for all %d" % (r, d["hosts"], job.size))
         if expect == "shm":
             if not (isinstance(d["shm"], dict) and "bytes" in d["shm"] and "ranks" in d["shm"]):
@@ -136,14 +141,14 @@ def barriers_hold(job):
               % (k, (entered - left) * 1000), job)
 
 
-def run_correct(size, level, expect, env=None, wrap=(), flags=(), deadline_s=240, name="job"):
+def run_correct(size, level, expect, env=None, wrap=(), flags=(), deadline_s=240, name="job", hosts=None):
     """A correctness job that must pass on every rank over `expect`."""
-    job = Job(size, "correctness", ["--level", level] + list(flags), env=env, wrap=wrap,
-              deadline_s=deadline_s, name=name)
+    flags = ["--level", level] + list(flags) + (["--hosts", ",".join(hosts)] if hosts else [])
+    job = Job(size, "correctness", flags, env=env, wrap=wrap, deadline_s=deadline_s, name=name)
     try:
         job.wait_exit()
         all_ok(job)
-        transports_are(job, expect)
+        transports_are(job, expect, hosts=hosts)
         shared = identical(job)
         barriers_hold(job)
         if expect == "shm":
@@ -437,6 +442,24 @@ def transports_mixed():
         no_leftovers(job, before)
 
 
+def host_labels():
+    """4 ranks labelled as two hosts (a, a, b, b): shm within each label,
+    something else across; "hierarchical" and "auto" right on every rank."""
+    hosts = ["a", "a", "b", "b"]
+
+    def expect(r, p):
+        return ("shm",) if hosts[r] == hosts[p] else ("direct", "tcp")
+
+    print("host labels: 4 ranks as hosts %s" % hosts)
+    with devshm() as before:
+        job = run_correct(4, "full", expect, hosts=hosts, deadline_s=180)
+        mates = {r: job.results[r]["describe"]["shm"] for r in range(4)}
+        print("  transports: %s; shm %s" % ([job.results[r]["transports"] for r in range(4)], mates))
+        check(all(m is not None and m["ranks"] == [p for p in range(4) if hosts[p] == hosts[r]]
+                  for r, m in mates.items()), "describe()['shm']['ranks'] is not each rank's label-mates", job)
+        no_leftovers(job, before)
+
+
 def two_jobs(size=2):
     """Two jobs with the default job id on one host must not share segments."""
     print("two_jobs: two %d-rank jobs at once, both with job id 'cohort'" % size)
@@ -500,6 +523,7 @@ CASES = {
     "transports_pidns_3": (lambda: transports("shm", pidns=True), True),
     "transports_pidns_noshm_3": (lambda: transports("tcp", NOSHM, pidns=True), True),
     "transports_pidns_mixed_noshm_3": (transports_mixed, True),
+    "hosts_4": (host_labels, False),
     "two_jobs_2": (two_jobs, False),
 }
 

@@ -308,11 +308,16 @@ def correctness(comm, args, out):
     c = Checker(comm, args.seed)
     # Every op through "shm" itself when it is in use, and a few through
     # "auto", which must pick it.
-    shm = comm.describe().get("shm") is not None
+    # With several host labels, "hierarchical" (shm within each) too.
+    d = comm.describe()
+    shm = d["shm"] is not None and len(d["shm"]["ranks"]) == comm.size
+    several_hosts = len(set(d["hosts"])) > 1
     started = time.monotonic()
     if shm:
         c.allreduces("shm", OPS if args.level == "full" else ("sum", "max"))
-    c.allreduces("auto", ("sum", "max") if shm or args.level == "quick" else OPS)
+    if several_hosts:
+        c.allreduces("hierarchical", OPS if args.level == "full" else ("sum", "max"))
+    c.allreduces("auto", ("sum", "max") if shm or several_hosts or args.level == "quick" else OPS)
     out["allreduce_s"] = round(time.monotonic() - started, 2)
     c.broadcasts()
     c.allgathers()
@@ -390,6 +395,7 @@ def main():
     parser.add_argument("--level", choices=("full", "quick"), default="full")
     parser.add_argument("--shm-size", type=int, help="shm_size= for the Communicator (default: none given)")
     parser.add_argument("--job-id", default="cohort")
+    parser.add_argument("--hosts", help="host labels of the ranks, comma-separated (default: the host's name)")
     parser.add_argument("--timeout", type=float, default=30.0, help="operation timeout, seconds")
     parser.add_argument("--op", choices=("allreduce", "barrier", "allgather", "broadcast"), default="allreduce")
     parser.add_argument("--algorithm", default="auto")
@@ -402,6 +408,8 @@ def main():
     options = {"timeout": args.timeout, "connect_timeout": 30.0, "job_id": args.job_id}
     if args.shm_size is not None:
         options["shm_size"] = args.shm_size
+    if args.hosts:
+        options["host"] = args.hosts.split(",")[args.rank]
     started = time.monotonic()
     op = "construct"
     try:
