@@ -16,6 +16,8 @@ rank 0 on 127.0.0.1, then judges each one's output. Cases:
                          naming rank V
   stop_N_rankV[_OP]      SIGSTOP rank V instead: the others time out naming it
   mismatch_3             the last rank all-reduces one element more: an error
+  kill_startup_4_rankV   SIGKILL rank V at points along construction: the
+                         others fail within the connect timeout, naming it
   killall_running_4      SIGKILL every rank in the middle of all-reduces
   killall_startup_4      SIGKILL every rank at points along construction
   exit_MODE_3            every rank leaves after an all-reduce by close(), no
@@ -305,13 +307,29 @@ def killall_running(size=4):
             job.close()
 
 
+def reach(job, delay, before):
+    """Waits for one moment of a construction sweep: `delay` s after every
+    rank began constructing, "ready" (all constructed) or "segment" (a file
+    appeared in /dev/shm: the segment is made but not yet mapped by all)."""
+    size = job.size
+    mark = "ready" if delay == "ready" else "constructing"
+    job.pump(lambda: all(mark in job.marks[r] for r in range(size))
+             or any(p.poll() is not None for p in job.procs.values()))
+    check(all(mark in job.marks[r] for r in range(size)), "a rank exited before '%s'" % mark, job)
+    if delay == "segment":
+        job.pump(lambda: set(listing()) != set(before) or all("ready" in job.marks[r] for r in range(size))
+                 or any(p.poll() is not None for p in job.procs.values()), poll_s=0.0002)
+    elif delay != "ready":
+        time.sleep(delay)
+
+
 def killall_startup(size=4):
     """Construction is when segments are created and named: killing every
     rank at any point of it must leave nothing behind."""
-    # Every 3 ms through the first 60, where the segment is created and
-    # joined on an idle machine, then later for a loaded one.
-    delays = tuple(round(i * 0.003, 3) for i in range(21)) + (0.1, 0.2, 0.4, "ready")
-    print("killall_startup: %d ranks, SIGKILL every rank %s s after all began constructing"
+    # When the segment appears, then every 3 ms through the first 60 (where
+    # it is made and joined on an idle machine), then later for a loaded one.
+    delays = ("segment",) * 3 + tuple(round(i * 0.003, 3) for i in range(21)) + (0.1, 0.2, 0.4, "ready")
+    print("killall_startup: %d ranks, SIGKILL every rank when the segment appears or %s s after all began constructing"
           % (size, ", ".join(str(d) for d in delays)))
     problems = []
     for delay in delays:
@@ -319,12 +337,7 @@ def killall_startup(size=4):
             job = Job(size, "loop", ["--count", "4097", "--algorithm", "auto"], deadline_s=60,
                       name="round %s" % delay)
             try:
-                mark = "ready" if delay == "ready" else "constructing"
-                job.pump(lambda: all(mark in job.marks[r] for r in range(size))
-                         or any(p.poll() is not None for p in job.procs.values()))
-                check(all(mark in job.marks[r] for r in range(size)), "a rank exited before '%s'" % mark, job)
-                if delay != "ready":
-                    time.sleep(delay)
+                reach(job, delay, before)
                 for proc in job.procs.values():
                     os.kill(proc.pid, signal.SIGKILL)
                 check(job.wait_exit(limit=time.monotonic() + EXIT_BOUND_S), "SIGKILLed ranks still running", job)
@@ -335,6 +348,53 @@ def killall_startup(size=4):
                 if new:
                     problems.append("killed %s s into construction (%d of %d ranks constructed): left %s"
                                     % (delay, ready, size, ", ".join(new)))
+            finally:
+                job.close()
+    if problems:
+        raise CaseFailed("\n".join(problems))
+
+
+def kill_startup(size, victim):
+    """SIGKILL one rank at points along construction (where the segment is
+    created, announced and mapped): the others fail within the connect
+    timeout with an error naming it, and nothing is left in /dev/shm."""
+    connect_s = 5.0
+    delays = ("segment",) * 3 + tuple(round(i * 0.008, 3) for i in range(8)) + (0.1, 0.2, "ready")
+    print("kill_startup: %d ranks, SIGKILL rank %d %s s after all began constructing; connect timeout %.0f s"
+          % (size, victim, ", ".join(str(d) for d in delays), connect_s))
+    problems = []
+    survivors = [r for r in range(size) if r != victim]
+    for delay in delays:
+        with devshm() as before:
+            job = Job(size, "loop", ["--count", "4097", "--algorithm", "auto", "--timeout", "5",
+                                     "--connect-timeout", str(connect_s)], deadline_s=60, name="round %s" % delay)
+            try:
+                reach(job, delay, before)
+                os.kill(job.procs[victim].pid, signal.SIGKILL)
+                check(job.wait_exit(survivors, limit=time.monotonic() + connect_s + EXIT_BOUND_S),
+                      "survivors still running %.0f s after rank %d was killed (connect timeout %.0f s)"
+                      % (connect_s + EXIT_BOUND_S, victim, connect_s), job)
+                job.wait_exit()
+                ready = sum("ready" in job.marks[r] for r in range(size))
+                errors = {r: job.results.get(r, {}) for r in survivors}
+                crashed = [r for r in survivors if job.procs[r].returncode < 0]
+                # Rank 0 hosts the store: losing it is said as such.
+                unnamed = [r for r, res in errors.items()
+                           if not re.search(r"\branks?(\(s\))? (\d+, )*%d\b" % victim, res.get("error", ""))
+                           and not re.search(r"\bstore tcp://", res.get("error", ""))]
+                new = sorted(set(listing()) - set(before)) if PRIVATE else []
+                print("  after %s s: %d of %d constructed; left: %s; errors: %s" % (
+                    delay, ready, size, new or "nothing", "; ".join(
+                        "rank %d in %s: %s %s" % (r, res.get("op"), res.get("error_type"), res.get("error", "")[:160])
+                        for r, res in errors.items())))
+                what = "killed %s s into construction (%d of %d ranks constructed)" % (delay, ready, size)
+                if crashed:
+                    problems.append("%s: ranks %s died of a signal" % (what, crashed))
+                if unnamed:
+                    problems.append("%s: the errors of ranks %s do not name rank %d: %s" % (
+                        what, unnamed, victim, [errors[r].get("error") for r in unnamed]))
+                if new:
+                    problems.append("%s: left %s" % (what, ", ".join(new)))
             finally:
                 job.close()
     if problems:
@@ -506,6 +566,8 @@ CASES = {
     "stop_3_rank1": (lambda: kill(3, 1, stop=True), False),
     "stop_4_rank0_barrier": (lambda: kill(4, 0, "barrier", stop=True), False),
     "mismatch_3": (mismatch, False),
+    "kill_startup_4_rank0": (lambda: kill_startup(4, 0), True),
+    "kill_startup_4_rank2": (lambda: kill_startup(4, 2), True),
     "killall_running_4": (killall_running, True),
     "killall_startup_4": (killall_startup, True),
     "exit_close_3": (lambda: exit_mode("close"), True),

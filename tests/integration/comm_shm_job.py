@@ -93,9 +93,10 @@ class Job:
             else:
                 self.marks[rank].setdefault(line, at)
 
-    def pump(self, until, limit=None):
-        """Handles output until `until()` holds; False when `limit` (a
-        monotonic time) passes first. The watchdog deadline fails the case."""
+    def pump(self, until, limit=None, poll_s=0.05):
+        """Handles output until `until()` holds, asking every poll_s at
+        least; False when `limit` (a monotonic time) passes first. The
+        watchdog deadline fails the case."""
         while not until():
             now = time.monotonic()
             if limit is not None and now >= limit:
@@ -106,7 +107,7 @@ class Job:
                                  % (self.name, self.deadline_s, self.dump()))
             stop = self.deadline if limit is None else min(self.deadline, limit)
             try:
-                self._handle(self.events.get(timeout=max(0.001, min(0.05, stop - now))))
+                self._handle(self.events.get(timeout=max(0.0001, min(poll_s, stop - now))))
             except queue.Empty:
                 pass
         return True

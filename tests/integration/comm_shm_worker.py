@@ -397,6 +397,7 @@ def main():
     parser.add_argument("--job-id", default="cohort")
     parser.add_argument("--hosts", help="host labels of the ranks, comma-separated (default: the host's name)")
     parser.add_argument("--timeout", type=float, default=30.0, help="operation timeout, seconds")
+    parser.add_argument("--connect-timeout", type=float, default=30.0, help="construction timeout, seconds")
     parser.add_argument("--op", choices=("allreduce", "barrier", "allgather", "broadcast"), default="allreduce")
     parser.add_argument("--algorithm", default="auto")
     parser.add_argument("--count", type=int, default=MIB)
@@ -405,7 +406,7 @@ def main():
     args = parser.parse_args()
 
     out = {"rank": args.rank, "ok": False, "pid": os.getpid()}
-    options = {"timeout": args.timeout, "connect_timeout": 30.0, "job_id": args.job_id}
+    options = {"timeout": args.timeout, "connect_timeout": args.connect_timeout, "job_id": args.job_id}
     if args.shm_size is not None:
         options["shm_size"] = args.shm_size
     if args.hosts:
