@@ -22,6 +22,8 @@ rank 0 on 127.0.0.1, then judges each one's output. Cases:
   killall_startup_4      SIGKILL every rank at points along construction
   exit_MODE_3            every rank leaves after an all-reduce by close(), no
                          close, os._exit, an exception or SIGTERM
+  exit_after_barrier_3   ranks os._exit() as their last barrier returns: no
+                         other rank may fail in that barrier
   small_devshm_4         /dev/shm a 1 MiB tmpfs, shm_size 8 MiB: a clear error
   small_devshm_default_4 ... or a fallback that works; never a crash (SIGBUS)
   full_devshm_3          a 4 MiB tmpfs that a file fills to 3.5 MiB
@@ -405,20 +407,49 @@ EXIT_CODES = {"close": 0, "noclose": 0, "os_exit": 3, "exception": 1, "sigterm":
 
 
 def exit_mode(mode, size=3):
+    """Every rank leaves by `mode` once all are through a last barrier (the
+    driver says go), and nothing is left in /dev/shm."""
     print("exit: %d ranks leave after an all-reduce over shm by %s" % (size, mode))
     with devshm() as before:
-        job = Job(size, "exit", ["--exit-mode", mode, "--algorithm", "shm"], deadline_s=60)
+        job = Job(size, "exit", ["--exit-mode", mode, "--algorithm", "shm", "--wait-go"], deadline_s=60)
         try:
-            job.wait_exit()
-            codes = [job.procs[r].returncode for r in range(size)]
+            job.pump(lambda: len(job.results) == size or any(p.poll() is not None for p in job.procs.values()))
             check(all(r in job.results and job.results[r]["ok"] for r in range(size)),
                   "a rank failed before it could leave", job)
+            job.release()
+            job.wait_exit()
+            codes = [job.procs[r].returncode for r in range(size)]
             check(codes == [EXIT_CODES[mode]] * size, "exit statuses %s, expected %d each"
                   % (codes, EXIT_CODES[mode]), job)
             transports_are(job, "shm")
             no_leftovers(job, before)
         finally:
             job.close()
+
+
+def exit_after_barrier(size=3, rounds=30):
+    """Each rank os._exit()s the moment its last barrier returns, as a
+    script that ends with a barrier does: that barrier returned, so every
+    rank had arrived, and no other rank may fail in it."""
+    print("exit_after_barrier: %d rounds of %d ranks that os._exit() right after a barrier over shm"
+          % (rounds, size))
+    failed = []
+    with devshm() as before:
+        for i in range(rounds):
+            job = Job(size, "exit", ["--exit-mode", "os_exit", "--algorithm", "shm"], deadline_s=60,
+                      name="round %d" % i)
+            try:
+                job.wait_exit()
+                bad = {r: job.results.get(r, {}).get("error", "no result") for r in range(size)
+                       if not job.results.get(r, {}).get("ok")}
+                if bad:
+                    failed.append("round %d: %s" % (i, "; ".join("rank %d: %s" % kv for kv in bad.items())))
+                no_leftovers(job, before, " after round %d" % i)
+            finally:
+                job.close()
+    print("  %d of %d rounds had a rank fail in a barrier that a peer had left" % (len(failed), rounds))
+    if failed:
+        raise CaseFailed("\n".join(failed))
 
 
 def small_devshm(size, tmpfs, filler=0, shm_size=None):
@@ -575,6 +606,7 @@ CASES = {
     "exit_os_exit_3": (lambda: exit_mode("os_exit"), True),
     "exit_exception_3": (lambda: exit_mode("exception"), True),
     "exit_sigterm_3": (lambda: exit_mode("sigterm"), True),
+    "exit_after_barrier_3": (exit_after_barrier, True),
     "small_devshm_4": (lambda: small_devshm(4, "1m", shm_size=8 * MIB), True),
     "small_devshm_default_4": (lambda: small_devshm(4, "1m"), True),
     "full_devshm_3": (lambda: small_devshm(3, "4m", filler=7 * MIB // 2, shm_size=2 * MIB), True),

@@ -60,8 +60,8 @@ class Job:
                 argv = list(prefix) + [sys.executable, WORKER, "--rank", str(rank), "--size", str(size),
                                      "--store", self.store, "--scenario", scenario, "--seed", str(SEED)]
                 argv += list(flags)
-                proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        env=worker_env(env))
+                proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, env=worker_env(env))
                 self.procs[rank] = proc
                 for stream, is_err in ((proc.stdout, False), (proc.stderr, True)):
                     threading.Thread(target=self._read, args=(rank, stream, is_err), daemon=True).start()
@@ -111,6 +111,15 @@ class Job:
             except queue.Empty:
                 pass
         return True
+
+    def release(self):
+        """Answers every rank waiting on its stdin (--wait-go)."""
+        for proc in self.procs.values():
+            try:
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            except OSError:  # it is gone already
+                pass
 
     def exited(self, ranks):
         return all(self.procs[r].poll() is not None and self.eof[r] == 2 for r in ranks)

@@ -359,13 +359,16 @@ def mismatch(comm, args, out):
 
 
 def leave(comm, args, out):
-    """One all-reduce, so that the transport is in use, then leave. The
-    barrier keeps a rank from leaving while a peer still reads from it."""
+    """One all-reduce, so that the transport is in use, then a barrier, then
+    leave: right away, or with --wait-go once the driver saw every rank
+    through the barrier."""
     buf = np.arange(4097, dtype=np.float32)
     comm.allreduce(buf, "sum", args.algorithm)
     comm.barrier()
     out.update(ok=True, segments=shm_segments(), describe=comm.describe())
     print(json.dumps(out), flush=True)
+    if args.wait_go:
+        sys.stdin.readline()  # the driver's go once every rank is here ('' if it died)
     mode = args.exit_mode
     if mode == "close":
         comm.close()
@@ -403,6 +406,7 @@ def main():
     parser.add_argument("--count", type=int, default=MIB)
     parser.add_argument("--iterations", type=int, default=100000)
     parser.add_argument("--exit-mode", default="close")
+    parser.add_argument("--wait-go", action="store_true", help="exit: leave once a line comes on stdin")
     args = parser.parse_args()
 
     out = {"rank": args.rank, "ok": False, "pid": os.getpid()}
