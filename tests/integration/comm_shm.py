@@ -199,7 +199,7 @@ def kill(size, victim, op="allreduce", stop=False):
     print("%s: %d ranks, %s of %d float32 over shm, timeout %.0f s; %s rank %d"
           % ("stop" if stop else "kill", size, op, count, timeout_s, how.name, victim))
     with devshm() as before:
-        job = Job(size, "loop", flags, deadline_s=120)
+        job = Job(size, "loop", flags, deadline_s=90)
         survivors = [r for r in range(size) if r != victim]
         try:
             job.pump(lambda: all(job.progress(r) >= 3 for r in range(size))
@@ -295,7 +295,7 @@ def mismatch(size=3):
 def killall_running(size=4):
     print("killall_running: %d ranks in all-reduces over shm; SIGKILL every rank at once" % size)
     with devshm() as before:
-        job = Job(size, "loop", ["--count", str(MIB // 4), "--algorithm", "shm"], deadline_s=90)
+        job = Job(size, "loop", ["--count", str(MIB // 4), "--algorithm", "shm"], deadline_s=80)
         try:
             job.pump(lambda: all(job.progress(r) >= 3 for r in range(size))
                      or any(p.poll() is not None for p in job.procs.values()))
@@ -464,7 +464,7 @@ def small_devshm(size, tmpfs, filler=0, shm_size=None):
           % (size, tmpfs, " holding a %d-byte file" % filler if filler else "",
              shm_size if shm_size is not None else "default"))
     with devshm(tmpfs, filler) as before:
-        job = Job(size, "correctness", flags, deadline_s=120)
+        job = Job(size, "correctness", flags, deadline_s=90)
         try:
             job.wait_exit()
             crashed = [(r, signal_name(job.procs[r].returncode)) for r in range(size)
@@ -513,7 +513,7 @@ def transports(expect, env=None, pidns=False, size=3):
     print("transports: %d ranks%s, %s: expect %r" % (
         size, " each in its own PID namespace" if pidns else "", env or "default environment", expect))
     with devshm() as before:
-        job = run_correct(size, "quick", expect, env=env, wrap=PID_NAMESPACE if pidns else (), deadline_s=120)
+        job = run_correct(size, "quick", expect, env=env, wrap=PID_NAMESPACE if pidns else (), deadline_s=90)
         for r in range(size):
             d = job.results[r]["describe"]
             if d.get("shm_unavailable"):
@@ -531,7 +531,7 @@ def transports_mixed():
     print("transports: 3 ranks, rank 2 in its own PID namespace, COHORT_SHM_SIZE=0")
     with devshm() as before:
         job = run_correct(3, "quick", expect, env=NOSHM, wrap=lambda r: PID_NAMESPACE if r == 2 else (),
-                          deadline_s=120)
+                          deadline_s=90)
         print("  transports: %s" % [job.results[r]["transports"] for r in range(3)])
         no_leftovers(job, before)
 
