@@ -32,6 +32,9 @@ rank 0 on 127.0.0.1, then judges each one's output. Cases:
                          namespaces (process_vm_readv denied) "shm", or "tcp"
                          with shm off, also for only the rank alone in its
                          namespace; COHORT_DIRECT_COPY=0 likewise
+  differ_shm_off_3       rank 2 has shm off, the others on: all fall back
+                         alike, or all fail up front; no connect timeout
+  differ_shm_size_3      each rank asks another shm_size: the same
   hosts_4                ranks labelled as two hosts: shm within each,
                          "hierarchical" and "auto" right
   two_jobs_2             two 2-rank jobs at once on one host (same job id)
@@ -554,6 +557,49 @@ def host_labels():
         no_leftovers(job, before)
 
 
+def settings_differ(name, size=3):
+    """The ranks of a host disagree on shared memory: rank 2 has it off
+    (COHORT_SHM_SIZE=0 in its environment), or each asks another shm_size.
+    Either every rank falls back alike and works, or every rank fails up
+    front with an error about shm; nobody waits out the connect timeout."""
+    connect_s = 20.0
+    if name == "one_off":
+        env, flags = (lambda r: NOSHM if r == size - 1 else {}), (lambda r: [])
+        what = "rank %d with COHORT_SHM_SIZE=0, the others shm on" % (size - 1)
+    else:
+        env, flags = None, (lambda r: ["--shm-size", str((1 << 20) << r)])
+        what = "shm_size 1, 2 and 4 MiB"
+    print("settings differ: %d ranks, %s; connect timeout %.0f s" % (size, what, connect_s))
+    with devshm() as before:
+        job = Job(size, "correctness", lambda r: ["--level", "quick", "--connect-timeout", str(connect_s)] + flags(r),
+                  env=env, deadline_s=100)
+        try:
+            job.wait_exit()
+            results = [job.results.get(r, {}) for r in range(size)]
+            for r, res in enumerate(results):
+                print("  rank %d: %s" % (r, "ok, transports %s, shm_unavailable %r" % (
+                    res["transports"], res["describe"]["shm_unavailable"]) if res.get("ok") else
+                    "%s in %s after %.1f s: %s" % (res.get("error_type"), res.get("op"),
+                                                   res.get("total_ms", 0) / 1000, res.get("error"))))
+            crashed = [r for r in range(size) if job.procs[r].returncode < 0]
+            check(not crashed, "ranks %s died of a signal" % crashed, job)
+            waited = [r for r, res in enumerate(results) if res.get("code") == ERRC["timeout"]]
+            check(not waited, "ranks %s waited out the %.0f s connect timeout instead of seeing that the "
+                  "ranks disagree on shared memory" % (waited, connect_s), job)
+            if all(res.get("ok") for res in results):
+                table = [res["transports"] for res in results]
+                check(all(table[r][p] == table[p][r] for r in range(size) for p in range(size)),
+                      "the ranks disagree on the transport between them: %s" % table, job)
+                identical(job)
+            else:
+                check(all(not res.get("ok") and res.get("op") == "construct"
+                          and re.search(r"shm|shared.memory", res.get("error", ""), re.I) for res in results),
+                      "some ranks failed, but not all at construction with an error about shared memory", job)
+            no_leftovers(job, before)
+        finally:
+            job.close()
+
+
 def two_jobs(size=2):
     """Two jobs with the default job id on one host must not share segments."""
     print("two_jobs: two %d-rank jobs at once, both with job id 'cohort'" % size)
@@ -621,6 +667,8 @@ CASES = {
     "transports_pidns_noshm_3": (lambda: transports("tcp", NOSHM, pidns=True), True),
     "transports_pidns_mixed_noshm_3": (transports_mixed, True),
     "hosts_4": (host_labels, False),
+    "differ_shm_off_3": (lambda: settings_differ("one_off"), False),
+    "differ_shm_size_3": (lambda: settings_differ("sizes"), False),
     "two_jobs_2": (two_jobs, False),
 }
 

@@ -39,7 +39,8 @@ def worker_env(extra):
 
 
 class Job:
-    """N ranks, their output lines as they come, and a watchdog."""
+    """N ranks, their output lines as they come, and a watchdog. flags, env
+    and wrap may be functions of the rank."""
 
     def __init__(self, size, scenario, flags=(), env=None, wrap=(), deadline_s=60.0, name="job"):
         self.size, self.name = size, name
@@ -59,9 +60,10 @@ class Job:
                 prefix = wrap(rank) if callable(wrap) else wrap  # e.g. unshare --pid ...
                 argv = list(prefix) + [sys.executable, WORKER, "--rank", str(rank), "--size", str(size),
                                      "--store", self.store, "--scenario", scenario, "--seed", str(SEED)]
-                argv += list(flags)
+                argv += list(flags(rank) if callable(flags) else flags)
                 proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, env=worker_env(env))
+                                        stderr=subprocess.PIPE, text=True,
+                                        env=worker_env(env(rank) if callable(env) else env))
                 self.procs[rank] = proc
                 for stream, is_err in ((proc.stdout, False), (proc.stderr, True)):
                     threading.Thread(target=self._read, args=(rank, stream, is_err), daemon=True).start()
