@@ -129,8 +129,8 @@ TEST(ShmChoice, PairedHostsShareMemoryWithinEachHost) {
 
 // -------------------------------------------------------- data movement
 
-// Sizes around the slot (2 MiB segment: slots of about 500 KiB for two
-// ranks, 120 KiB for eight), so broadcast, allgather and reduce-scatter go
+// Sizes around the slot (2 MiB segment: slots of about 340 KiB for two
+// ranks, 84 KiB for eight), so broadcast, allgather and reduce-scatter go
 // through one chunk and several.
 class ShmMovement : public ::testing::TestWithParam<int> {};
 
