@@ -43,9 +43,9 @@ TEST(ShmChoice, OneHostSharesMemoryAndAutoPicksIt) {
         const std::string d = comm.describe();
         if (!contains(d, "\"rank\":" + std::to_string(comm.rank()) + ",") || !contains(d, "\"size\":3,"))
             problems.add(comm.rank(), "describe names another rank or size: " + d);
-        if (!contains(d, "\"shm\":{\"bytes\":16777216,") || !contains(d, "\"ranks\":[0,1,2]") ||
+        if (!contains(d, "\"shm\":{\"bytes\":8388608,") || !contains(d, "\"ranks\":[0,1,2]") ||
             !contains(d, "\"shm_unavailable\":null"))
-            problems.add(comm.rank(), "describe does not show the 16 MiB segment of 3 ranks: " + d);
+            problems.add(comm.rank(), "describe does not show the 8 MiB segment of 3 ranks: " + d);
     });
     expect_ok(outcomes);
     problems.expect_none(0);
