@@ -31,6 +31,24 @@ void reduce_slots(const Group& g, std::byte* out, std::size_t begin, std::size_t
     for (int j = 2; j < g.size(); ++j) reduce_into(out, g.slot(j, ago) + at, count, r.dtype, r.op);
 }
 
+// One round per piece of `total` (at least one, so that an empty
+// operation still meets): fill(at, length) writes this rank's slot, and
+// drain(at, length) reads the slots once every rank filled its own.
+template <typename Fill, typename Drain>
+void rounds(Group& g, Engine& engine, std::size_t total, std::size_t piece, Fill fill, Drain drain) {
+    bool first = true;
+    std::size_t done = 0;
+    do {
+        const std::size_t length = std::min(piece, total - done);
+        g.next_buffers();
+        fill(done, length);
+        g.sync(engine, first);
+        first = false;
+        drain(done, length);
+        done += length;
+    } while (done < total);
+}
+
 }  // namespace
 
 void allreduce(Group& g, Engine& engine, const Reduction& r, bool finish) {
@@ -81,59 +99,44 @@ void allreduce(Group& g, Engine& engine, const Reduction& r, bool finish) {
 }
 
 void broadcast(Group& g, Engine& engine, std::byte* data, std::size_t bytes, int root) {
-    const std::size_t chunk = g.slot_bytes();
-    bool first = true;
-    std::size_t done = 0;
-    do {
-        const std::size_t length = std::min(chunk, bytes - done);
-        g.next_buffers();
-        if (g.me() == root) copy_bytes(g.mine(), data + done, length);
-        g.sync(engine, first);
-        first = false;
-        if (g.me() != root) copy_bytes(data + done, g.slot(root), length);
-        done += length;
-    } while (done < bytes);
+    rounds(
+        g, engine, bytes, g.slot_bytes(),
+        [&](std::size_t at, std::size_t length) {
+            if (g.me() == root) copy_bytes(g.mine(), data + at, length);
+        },
+        [&](std::size_t at, std::size_t length) {
+            if (g.me() != root) copy_bytes(data + at, g.slot(root), length);
+        });
 }
 
 void allgather(Group& g, Engine& engine, const std::byte* in, std::byte* out, std::size_t bytes) {
-    const std::size_t chunk = g.slot_bytes();
-    bool first = true;
-    std::size_t done = 0;
-    do {
-        const std::size_t length = std::min(chunk, bytes - done);
-        g.next_buffers();
-        copy_bytes(g.mine(), in + done, length);
-        g.sync(engine, first);
-        first = false;
-        for (int j = 0; j < g.size(); ++j)
-            if (length > 0) std::memmove(out + std::size_t(j) * bytes + done, g.slot(j), length);
-        done += length;
-    } while (done < bytes);
+    rounds(
+        g, engine, bytes, g.slot_bytes(),
+        [&](std::size_t at, std::size_t length) { copy_bytes(g.mine(), in + at, length); },
+        [&](std::size_t at, std::size_t length) {
+            for (int j = 0; j < g.size() && length > 0; ++j)
+                std::memmove(out + std::size_t(j) * bytes + at, g.slot(j), length);
+        });
 }
 
 // Each rank copies a piece of every block into its slot, then reduces the
-// piece of its own block from every slot.
+// piece of its own block from every slot. Pieces count elements here.
 void reduce_scatter(Group& g, Engine& engine, const Reduction& r) {
     const std::size_t es = r.element, n = std::size_t(g.size()), block = r.count * es;
-    const std::size_t per_piece = std::max<std::size_t>(1, g.slot_bytes() / n / es);
+    const std::size_t piece = std::max<std::size_t>(1, g.slot_bytes() / n / es);
     const std::size_t me = std::size_t(g.me());
-    bool first = true;
-    std::size_t done = 0;
-    do {
-        const std::size_t count = std::min(per_piece, r.count - done);
-        g.next_buffers();
-        for (std::size_t j = 0; j < n; ++j) copy_bytes(g.mine() + j * count * es, r.in + j * block + done * es, count * es);
-        g.sync(engine, first);
-        first = false;
-        if (count > 0) {
-            std::byte* out = r.out + done * es;
-            const std::size_t at = me * count * es;
-            reduce_to(out, g.slot(0) + at, g.slot(1) + at, count, r.dtype, r.op);
-            for (int j = 2; j < g.size(); ++j) reduce_into(out, g.slot(j) + at, count, r.dtype, r.op);
+    rounds(
+        g, engine, r.count, piece,
+        [&](std::size_t at, std::size_t count) {
+            for (std::size_t j = 0; j < n; ++j)
+                copy_bytes(g.mine() + j * count * es, r.in + j * block + at * es, count * es);
+        },
+        [&](std::size_t at, std::size_t count) {
+            if (count == 0) return;
+            std::byte* out = r.out + at * es;
+            reduce_slots(g, out, me * count, count, r);
             if (r.op == ReduceOp::avg) finish_avg(out, count, r.dtype, r.avg_ranks);
-        }
-        done += count;
-    } while (done < r.count);
+        });
 }
 
 void barrier(Group& g, Engine& engine) {

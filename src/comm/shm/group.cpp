@@ -41,7 +41,9 @@ constexpr auto kCheckEvery = std::chrono::milliseconds(1);
 constexpr auto kInOperationSpin = std::chrono::microseconds(2000);
 constexpr auto kYieldAfter = std::chrono::microseconds(100);
 
-std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+std::size_t round_up(std::size_t n, std::size_t to) {
+    return (n + to - 1) / to * to;
+}
 
 }  // namespace
 
