@@ -78,12 +78,13 @@ void Group::arrive() {
 }
 
 void Group::check(Engine& engine, int local, uint32_t target, const std::function<std::string()>& waiting) {
-    engine.check(waiting);
-    // A rank that closed its communicator will never arrive, unless it did
-    // just before it closed; its arrival was stored before its goodbye was
-    // sent, so looking again after seeing the goodbye is enough.
-    if (engine.peer_gone(ranks_[local]) && int32_t(control(local).step.load(std::memory_order_acquire) - target) < 0)
-        engine.fail_gone(ranks_[local]);
+    // A rank may arrive and then exit or close at once: its arrival was
+    // stored before its connection closed, so looking at the counter after
+    // the engine saw the close tells a rank that is through from one that
+    // will never come.
+    auto arrived = [&] { return int32_t(control(local).step.load(std::memory_order_acquire) - target) >= 0; };
+    engine.check(waiting, arrived);
+    if (engine.peer_gone(ranks_[local]) && !arrived()) engine.fail_gone(ranks_[local]);
 }
 
 void Group::wait_for(Engine& engine, int local, uint32_t target, std::chrono::microseconds spin) {
