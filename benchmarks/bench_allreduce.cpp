@@ -176,12 +176,16 @@ struct Row {
     std::optional<double> of_limit;  // t_min / seconds (memory_bandwidth.hpp)
 };
 
-// WIRE-UP (shared-memory transport): what this rank's communicator talks to
-// each peer over, e.g. "self, shm, shm, tcp" from Communicator::transports()
-// and cohort::transport_name(), or describe(). Empty until the transport
-// lands, so that this file builds before and after; printed in the header
-// when not empty.
-[[maybe_unused]] std::string transport_summary([[maybe_unused]] const Communicator& comm) { return ""; }
+// What this rank's communicator talks to each peer over, e.g. "self, shm",
+// printed in the header so a table says which transport it measured.
+[[maybe_unused]] std::string transport_summary([[maybe_unused]] const Communicator& comm) {
+    std::string out;
+#ifndef BENCH_NO_COHORT
+    for (const cohort::Transport t : comm.transports())
+        out += (out.empty() ? "" : ", ") + std::string(cohort::transport_name(t));
+#endif
+    return out;
+}
 
 class Bench {
 public:

@@ -843,7 +843,7 @@ COHORT_API int cohort_comm_options_set_socket_buffer(cohort_comm_options* option
  * into frames of at most this size. Every rank must use the same. */
 COHORT_API int cohort_comm_options_set_max_frame(cohort_comm_options* options, uint64_t bytes);
 /* The bytes of the shared-memory segment a host's ranks share, at most
- * 64 GiB; 0 turns shared memory off. Default $COHORT_SHM_SIZE, else 16 MiB.
+ * 64 GiB; 0 turns shared memory off. Default $COHORT_SHM_SIZE, else 8 MiB.
  * A segment that cannot be made is no error: the host falls back to direct
  * copies or TCP (cohort_comm_describe says why). Every rank of a host must
  * use the same size. */

@@ -103,7 +103,7 @@ struct CommOptions {
     // too small /dev/shm, ranks that see different /dev/shm) is no error:
     // the host falls back to direct copies or TCP, and describe() says why.
     // Every rank of a host must use the same size. Unset: $COHORT_SHM_SIZE
-    // (bytes, or with a K, M or G suffix), else 16 MiB. At most 64 GiB.
+    // (bytes, or with a K, M or G suffix), else 8 MiB. At most 64 GiB.
     std::optional<std::size_t> shm_size;
     // How long an operation polls its sockets before it sleeps in the
     // kernel (0..1 s); polling saves a wake-up per message for small
@@ -114,7 +114,7 @@ struct CommOptions {
 // `options` with what it leaves unset taken from the environment:
 // secret ($COHORT_SECRET), address ($COHORT_SOCKET_ADDR), ifname
 // ($COHORT_SOCKET_IFNAME), spin ($COHORT_SPIN_US, else 50 us), shm_size
-// ($COHORT_SHM_SIZE, else 16 MiB), and
+// ($COHORT_SHM_SIZE, else 8 MiB), and
 // direct_copy off when $COHORT_DIRECT_COPY is 0. The only place cohort reads
 // these variables. Error(invalid_argument) naming the variable, its value
 // and what it accepts, for a value it cannot use

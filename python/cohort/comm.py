@@ -381,7 +381,7 @@ class Communicator(_util.Handle):
     host label, for the hierarchical algorithm. fusion_threshold: bytes of
     the buffers allreduce_named packs small tensors into. shm_size: bytes of
     the shared-memory segment the ranks of one host share (0 turns it off;
-    default $COHORT_SHM_SIZE, else 16 MiB); see `transports` and describe().
+    default $COHORT_SHM_SIZE, else 8 MiB); see `transports` and describe().
 
     Blocks until every rank joined (cohort.Timeout names those that never
     did). Use it as a context manager, or call close().

@@ -143,7 +143,7 @@ void Engine::fail_gone(int rank) {
     break_and_throw();
 }
 
-void Engine::check(const std::function<std::string()>& waiting_on) {
+void Engine::check(const std::function<std::string()>& waiting_on, const std::function<bool()>& arrived) {
     if (abort_requested_) {
         take_abort();
     } else {
@@ -163,7 +163,7 @@ void Engine::check(const std::function<std::string()>& waiting_on) {
                                             describe(op_), rank_, fmt::format("{:g} s", timeout_.count() / 1000.0),
                                             waiting_on()));
     }
-    if (failed_) break_and_throw();
+    if (failed_ && !(arrived && arrived())) break_and_throw();
 }
 
 void Engine::finish_transfer() {

@@ -71,8 +71,11 @@ public:
     // was aborted or ran past its deadline; `waiting_on` says, for the
     // timeout's message, what the caller waits for. A data frame of this
     // operation's number but another kind waiting on a socket is a
-    // mismatch: that peer runs something else.
-    void check(const std::function<std::string()>& waiting_on);
+    // mismatch: that peer runs something else. `arrived`, when given, is
+    // asked before throwing: true means what the caller waited for came
+    // after all (a peer that arrived and then exited), so the failure is
+    // only recorded, for the next wait or operation.
+    void check(const std::function<std::string()>& waiting_on, const std::function<bool()>& arrived = {});
     // Whether `rank` closed its communicator or its connection broke (as
     // far as the events run so far tell).
     bool peer_gone(int rank) const { return rank != rank_ && peers_.at(rank) && peers_[rank]->gone; }

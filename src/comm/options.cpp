@@ -17,7 +17,7 @@ namespace cohort {
 namespace {
 
 constexpr int64_t kMaxSpinUs = 1000000;
-constexpr std::size_t kDefaultShmSize = std::size_t(16) << 20;
+constexpr std::size_t kDefaultShmSize = std::size_t(8) << 20;
 constexpr std::size_t kMaxShmSize = std::size_t(64) << 30;
 
 const char* env(const char* name) {
@@ -65,7 +65,7 @@ CommOptions with_env_defaults(CommOptions options) {
                 throw Error(Errc::invalid_argument,
                             fmt::format("COHORT_SHM_SIZE='{}': expected the bytes of a host's shared-memory segment, "
                                         "a number with an optional K, M or G suffix up to 64G (0 turns shared "
-                                        "memory off; the default is 16M)",
+                                        "memory off; the default is 8M)",
                                         text));
             options.shm_size = static_cast<std::size_t>(*bytes);
         }

@@ -325,9 +325,11 @@ TEST(Async, EmptyWorkIsDone) {
 
 TEST(Choose, DoublingForSmallRingOrHierarchicalForLarge) {
     constexpr std::size_t small = 1024, large = std::size_t(16) << 20;
+    World tcp;
+    tcp.shm_size = 0;  // these are the choices without shared memory
     {
         // Two ranks: doubling, then ring (hierarchical gains nothing).
-        const auto outcomes = spawn_comms(2, [&](Communicator& comm) {
+        const auto outcomes = spawn_comms(2, tcp, [&](Communicator& comm) {
             EXPECT_EQ(comm.choose(small), Algorithm::doubling);
             EXPECT_EQ(comm.choose(0), Algorithm::doubling);
             EXPECT_EQ(comm.choose(large), Algorithm::ring);
@@ -337,18 +339,27 @@ TEST(Choose, DoublingForSmallRingOrHierarchicalForLarge) {
     struct Case {
         const char* what;
         std::vector<std::string> hosts;
+        std::optional<std::size_t> shm_size;
+        Algorithm for_small;
         Algorithm for_large;
     };
-    const Case cases[] = {{"every rank on its own host", {"a", "b", "c", "d"}, Algorithm::ring},
-                          {"every rank on one host", {"a", "a", "a", "a"}, Algorithm::ring},
-                          {"two hosts of two ranks", {"a", "a", "b", "b"}, Algorithm::hierarchical}};
+    const Case cases[] = {
+        {"every rank on its own host", {"a", "b", "c", "d"}, 0, Algorithm::doubling, Algorithm::ring},
+        {"every rank on one host", {"a", "a", "a", "a"}, 0, Algorithm::doubling, Algorithm::ring},
+        {"two hosts of two ranks", {"a", "a", "b", "b"}, 0, Algorithm::doubling, Algorithm::hierarchical},
+        // Shared memory: every size goes through the segment.
+        {"every rank on one host, sharing memory", {"a", "a", "a", "a"}, std::nullopt, Algorithm::shared_memory,
+         Algorithm::shared_memory},
+        {"two hosts of two ranks, sharing memory", {"a", "a", "b", "b"}, std::nullopt, Algorithm::doubling,
+         Algorithm::hierarchical}};
     for (const Case& c : cases) {
         SCOPED_TRACE(c.what);
         World world;
+        world.shm_size = c.shm_size;
         world.configure = [&](int rank, CommOptions& o) { o.host_label = c.hosts[static_cast<std::size_t>(rank)]; };
         const auto outcomes = spawn_comms(4, world, [&](Communicator& comm) {
             EXPECT_EQ(comm.hosts(), c.hosts);
-            EXPECT_EQ(comm.choose(small), Algorithm::doubling);
+            EXPECT_EQ(comm.choose(small), c.for_small);
             EXPECT_EQ(comm.choose(large), c.for_large);
         });
         expect_ok(outcomes);
@@ -357,6 +368,7 @@ TEST(Choose, DoublingForSmallRingOrHierarchicalForLarge) {
 
 TEST(Choose, AlgorithmNamesRoundTrip) {
     for (Algorithm a : kAllAlgorithms) EXPECT_EQ(parse_algorithm(algorithm_name(a)), a);
+    EXPECT_EQ(parse_algorithm("shm"), Algorithm::shared_memory);
     EXPECT_EQ(parse_algorithm("automatic"), Algorithm::automatic);
     EXPECT_STREQ(algorithm_name(Algorithm::automatic), "auto");
     EXPECT_STREQ(algorithm_name(static_cast<Algorithm>(42)), "unknown");

@@ -15,7 +15,9 @@
 namespace cohort::test {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
 
 World one_host(std::optional<std::size_t> shm_size = std::nullopt) {
     World world;
@@ -43,9 +45,9 @@ TEST(ShmChoice, OneHostSharesMemoryAndAutoPicksIt) {
         const std::string d = comm.describe();
         if (!contains(d, "\"rank\":" + std::to_string(comm.rank()) + ",") || !contains(d, "\"size\":3,"))
             problems.add(comm.rank(), "describe names another rank or size: " + d);
-        if (!contains(d, "\"shm\":{\"bytes\":16777216,") || !contains(d, "\"ranks\":[0,1,2]") ||
+        if (!contains(d, "\"shm\":{\"bytes\":8388608,") || !contains(d, "\"ranks\":[0,1,2]") ||
             !contains(d, "\"shm_unavailable\":null"))
-            problems.add(comm.rank(), "describe does not show the 16 MiB segment of 3 ranks: " + d);
+            problems.add(comm.rank(), "describe does not show the 8 MiB segment of 3 ranks: " + d);
     });
     expect_ok(outcomes);
     problems.expect_none(0);
@@ -107,7 +109,7 @@ TEST(ShmChoice, PairedHostsShareMemoryWithinEachHost) {
     const auto outcomes = spawn_comms(4, world, [&](Communicator& comm) {
         const int r = comm.rank();
         for (int p = 0; p < 4; ++p) {
-            const Transport want = p == r ? Transport::self
+            const Transport want = p == r           ? Transport::self
                                    : p / 2 == r / 2 ? Transport::shared_memory
                                                     : Transport::direct_copy;
             if (comm.transports()[static_cast<std::size_t>(p)] != want)
@@ -129,8 +131,8 @@ TEST(ShmChoice, PairedHostsShareMemoryWithinEachHost) {
 
 // -------------------------------------------------------- data movement
 
-// Sizes around the slot (2 MiB segment: slots of about 500 KiB for two
-// ranks, 120 KiB for eight), so broadcast, allgather and reduce-scatter go
+// Sizes around the slot (2 MiB segment: slots of about 340 KiB for two
+// ranks, 84 KiB for eight), so broadcast, allgather and reduce-scatter go
 // through one chunk and several.
 class ShmMovement : public ::testing::TestWithParam<int> {};
 
@@ -144,12 +146,13 @@ TEST_P(ShmMovement, BroadcastAllgatherReduceScatterAndBarrier) {
             const std::string what = " of " + std::to_string(bytes) + " bytes";
             for (int root : {0, n - 1}) {
                 std::vector<unsigned char> data(bytes);
-                for (std::size_t i = 0; i < bytes; ++i) data[i] = r == root ? static_cast<unsigned char>(i * 31 + 7) : 0;
+                for (std::size_t i = 0; i < bytes; ++i)
+                    data[i] = r == root ? static_cast<unsigned char>(i * 31 + 7) : 0;
                 comm.broadcast(data.data(), bytes, root);
                 for (std::size_t i = 0; i < bytes; ++i)
                     if (data[i] != static_cast<unsigned char>(i * 31 + 7)) {
-                        problems.add(r, "broadcast from " + std::to_string(root) + what + " differs at " +
-                                            std::to_string(i));
+                        problems.add(
+                            r, "broadcast from " + std::to_string(root) + what + " differs at " + std::to_string(i));
                         break;
                     }
             }
@@ -168,8 +171,8 @@ TEST_P(ShmMovement, BroadcastAllgatherReduceScatterAndBarrier) {
             const int64_t factor = int64_t(n) * (n + 1) / 2;
             for (std::size_t i = 0; i < count; ++i)
                 if (out[i] != int64_t(std::size_t(r) * count + i) * factor) {
-                    problems.add(r, "reduce_scatter of " + std::to_string(count) + " int64 differs at " +
-                                        std::to_string(i));
+                    problems.add(
+                        r, "reduce_scatter of " + std::to_string(count) + " int64 differs at " + std::to_string(i));
                     break;
                 }
             comm.barrier();
@@ -221,7 +224,8 @@ TEST(ShmFailures, SilentRankTimesOutNamingIt) {
             if (e.code() != Errc::timeout || !contains(e.what(), "rank 2"))
                 problems.add(comm.rank(), std::string("wrong error: ") + e.what());
         }
-        if (since(start) > 5s) problems.add(comm.rank(), "the 0.5 s timeout took " + std::to_string(since(start).count()) + " ms");
+        if (since(start) > 5s)
+            problems.add(comm.rank(), "the 0.5 s timeout took " + std::to_string(since(start).count()) + " ms");
         if (comm.rank() == 0) done.count_down();
     });
     expect_ok(outcomes);
@@ -255,7 +259,8 @@ TEST(ShmFailures, AbortReachesRanksWaitingInSharedMemory) {
             if (!contains(e.what(), "the watchdog gave up"))
                 problems.add(comm.rank(), std::string("the error does not carry the abort: ") + e.what());
         }
-        if (since(start) > 10s) problems.add(comm.rank(), "the abort took " + std::to_string(since(start).count()) + " ms");
+        if (since(start) > 10s)
+            problems.add(comm.rank(), "the abort took " + std::to_string(since(start).count()) + " ms");
         if (watchdog.joinable()) watchdog.join();
         if (comm.rank() == 0) done.count_down();
     });
@@ -280,9 +285,11 @@ TEST(ShmFailures, PeerThatLeavesMidOperationIsNamed) {
             comm.allreduce(data.data(), data.size(), DataType::float64, ReduceOp::sum, {Algorithm::automatic, 30s});
             problems.add(comm.rank(), "the all-reduce without rank 1 succeeded");
         } catch (const Error& e) {
-            if (!contains(e.what(), "rank 1")) problems.add(comm.rank(), std::string("rank 1 is not named: ") + e.what());
+            if (!contains(e.what(), "rank 1"))
+                problems.add(comm.rank(), std::string("rank 1 is not named: ") + e.what());
         }
-        if (since(start) > 10s) problems.add(comm.rank(), "noticing took " + std::to_string(since(start).count()) + " ms");
+        if (since(start) > 10s)
+            problems.add(comm.rank(), "noticing took " + std::to_string(since(start).count()) + " ms");
     });
     expect_ok(outcomes);
     problems.expect_none(0);

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <ctime>
 
@@ -34,8 +35,15 @@ inline void cpu_relax() {
 // A sleeper looks at the sockets this often.
 constexpr long kSleepSliceNs = 2'000'000;
 constexpr auto kCheckEvery = std::chrono::milliseconds(1);
+// Inside an operation the peers are known to be busy with it, so a wait is
+// usually a chunk's copy away: sleeping then would cost a futex wake-up per
+// chunk, and two ranks that take turns sleeping convoy. Spin this long.
+constexpr auto kInOperationSpin = std::chrono::microseconds(2000);
+constexpr auto kYieldAfter = std::chrono::microseconds(100);
 
-std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+std::size_t round_up(std::size_t n, std::size_t to) {
+    return (n + to - 1) / to * to;
+}
 
 }  // namespace
 
@@ -44,7 +52,7 @@ Layout layout(std::size_t bytes, int ranks) {
     l.control = 4096;
     l.data = round_up(l.control + sizeof(Control) * std::size_t(ranks), 4096);
     if (bytes <= l.data || ranks < 1) return l;
-    l.slot = (bytes - l.data) / (2 * std::size_t(ranks)) / 4096 * 4096;
+    l.slot = (bytes - l.data) / (kSlotsPerRank * std::size_t(ranks)) / 4096 * 4096;
     if (l.slot < kMinSlot) l.slot = 0;
     return l;
 }
@@ -70,15 +78,16 @@ void Group::arrive() {
 }
 
 void Group::check(Engine& engine, int local, uint32_t target, const std::function<std::string()>& waiting) {
-    engine.check(waiting);
-    // A rank that closed its communicator will never arrive, unless it did
-    // just before it closed; its arrival was stored before its goodbye was
-    // sent, so looking again after seeing the goodbye is enough.
-    if (engine.peer_gone(ranks_[local]) && int32_t(control(local).step.load(std::memory_order_acquire) - target) < 0)
-        engine.fail_gone(ranks_[local]);
+    // A rank may arrive and then exit or close at once: its arrival was
+    // stored before its connection closed, so looking at the counter after
+    // the engine saw the close tells a rank that is through from one that
+    // will never come.
+    auto arrived = [&] { return int32_t(control(local).step.load(std::memory_order_acquire) - target) >= 0; };
+    engine.check(waiting, arrived);
+    if (engine.peer_gone(ranks_[local]) && !arrived()) engine.fail_gone(ranks_[local]);
 }
 
-void Group::wait_for(Engine& engine, int local, uint32_t target) {
+void Group::wait_for(Engine& engine, int local, uint32_t target, std::chrono::microseconds spin) {
     Control& c = control(local);
     auto arrived = [&](std::memory_order order) { return int32_t(c.step.load(order) - target) >= 0; };
     if (arrived(std::memory_order_acquire)) return;
@@ -92,13 +101,15 @@ void Group::wait_for(Engine& engine, int local, uint32_t target) {
         cpu_relax();
         if (arrived(std::memory_order_acquire)) return;
         if (i % 64 != 0) continue;
-        if (oversubscribed_) sched_yield();  // the rank we wait for may need this processor
         const auto now = Clock::now();
+        // The rank we wait for may need this processor: with more ranks
+        // than processors at once, else once the wait outlasts a chunk.
+        if (oversubscribed_ || now - start >= kYieldAfter) sched_yield();
         if (now - checked >= kCheckEvery) {
             check(engine, local, target, waiting);
             checked = now;
         }
-        if (now - start >= spin_) break;
+        if (now - start >= spin) break;
     }
     struct Sleeping {
         Control& c;
@@ -117,14 +128,14 @@ void Group::wait_for(Engine& engine, int local, uint32_t target) {
 }
 
 void Group::sync(Engine& engine, bool first) {
-    const int parity = static_cast<int>(use_ & 1);
+    const int parity = static_cast<int>(use_ % kSlotsPerRank);
     const OpSignature& op = engine.op();
     if (first) control(me_).op[parity] = op;  // published by the arrival's release
     arrive();
     const uint32_t target = step_;
     for (int j = 0; j < size(); ++j) {
         if (j == me_) continue;
-        wait_for(engine, j, target);
+        wait_for(engine, j, target, first ? spin_ : std::max(spin_, std::chrono::microseconds(kInOperationSpin)));
         if (first) {
             const OpSignature theirs = control(j).op[parity];
             if (const std::string why = mismatch(op, theirs); !why.empty())

@@ -2,11 +2,12 @@
 // synchronise: rounds. In a round every rank writes its own slot, arrives,
 // and waits until every other rank arrived; then it may read any slot.
 //
-// Each rank owns two slots and alternates between them, one per "use"
-// (next_buffers), so a rank can fill its slot for the next use while a
-// slower rank still reads the previous one: writing use u only needs every
-// rank done with use u - 2, and every rank finished those reads before it
-// arrived anywhere in use u - 1, which this rank waited for.
+// Each rank owns three slots and takes the next one for each "use"
+// (next_buffers), so a rank can fill its slot for the next use while slower
+// ranks still read the last two: a pipelined round reads the previous use's
+// slots after its sync, and writing use u again only needs every rank done
+// with use u - 3, which every rank finished before it arrived in use u - 1,
+// which this rank waited for.
 //
 // Arrival is a counter per rank in its own cache line. A waiter spins on it
 // briefly, then sleeps on it with a futex; the arriving rank makes the wake
@@ -40,19 +41,21 @@ struct Header {
     std::atomic<uint32_t> attached;  // ranks that mapped it so far
 };
 
+inline constexpr int kSlotsPerRank = 3;
+
 // One rank's arrival counter and the signature of the operation it runs,
-// one per buffer parity, so a rank starting the next use cannot overwrite
-// the signature a slower rank still compares.
+// one per slot, so a rank starting the next use cannot overwrite the
+// signature a slower rank still compares.
 struct alignas(128) Control {
     std::atomic<uint32_t> step;
     std::atomic<uint32_t> waiters;
-    OpSignature op[2];
+    OpSignature op[kSlotsPerRank];
 };
 
 // Where everything lies in a segment of `bytes` for `ranks` ranks.
 struct Layout {
     std::size_t control = 0;  // offset of Control[ranks]
-    std::size_t data = 0;     // offset of the slots: rank r's slot p at data + (2r + p) * slot
+    std::size_t data = 0;     // offset of the slots: rank r's slot p at data + (3r + p) * slot
     std::size_t slot = 0;     // bytes per slot, a multiple of 4 KiB; 0 if it does not fit
 };
 Layout layout(std::size_t bytes, int ranks);
@@ -71,10 +74,13 @@ public:
     std::size_t slot_bytes() const { return slot_; }
     std::size_t segment_bytes() const { return segment_.size(); }
 
-    // Switches to the other slot of every rank.
+    // Moves every rank on to its next slot.
     void next_buffers() { ++use_; }
-    std::byte* slot(int local) const { return data_ + (2 * std::size_t(local) + (use_ & 1)) * slot_; }
-    std::byte* mine() const { return slot(me_); }
+    // Rank `local`'s slot of this use, or of the use `ago` uses back (0..2).
+    std::byte* slot(int local, int ago = 0) const {
+        return data_ + (kSlotsPerRank * std::size_t(local) + (use_ - uint64_t(ago)) % kSlotsPerRank) * slot_;
+    }
+    std::byte* mine(int ago = 0) const { return slot(me_, ago); }
 
     // Ends a round: this rank's writes become visible; returns once every
     // rank of the group has arrived too. `first` marks an operation's first
@@ -86,7 +92,7 @@ public:
 private:
     Control& control(int local) const { return control_[local]; }
     void arrive();
-    void wait_for(Engine& engine, int local, uint32_t target);
+    void wait_for(Engine& engine, int local, uint32_t target, std::chrono::microseconds spin);
     void check(Engine& engine, int local, uint32_t target, const std::function<std::string()>& waiting);
 
     Segment segment_;
@@ -98,7 +104,7 @@ private:
     std::byte* data_;
     std::size_t slot_;
     uint32_t step_ = 0;
-    uint64_t use_ = 0;
+    uint64_t use_ = kSlotsPerRank;  // never below `ago`
 };
 
 }  // namespace cohort::comm::shm

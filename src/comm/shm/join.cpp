@@ -17,8 +17,7 @@ using detail::format_size;
 namespace {
 
 std::chrono::milliseconds left(std::chrono::steady_clock::time_point deadline) {
-    const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     return std::max(ms, std::chrono::milliseconds(1));
 }
 
@@ -50,8 +49,8 @@ Segment attach(const std::string& announced, std::size_t ranks, std::size_t slot
     const auto* header = reinterpret_cast<const Header*>(s.data());
     if (header->magic != kSegmentMagic || header->ranks != ranks || header->slot_bytes != slot)
         throw Error(Errc::unavailable,
-                    fmt::format("segment {} does not hold what this rank expected ({} ranks, slots of {})", name,
-                                ranks, format_size(slot)));
+                    fmt::format("segment {} does not hold what this rank expected ({} ranks, slots of {})", name, ranks,
+                                format_size(slot)));
     return s;
 }
 
@@ -73,9 +72,10 @@ Joined join(Store& store, const std::vector<std::string>& hosts, int rank, std::
     const std::string announce_key = fmt::format("shm/{}", leader);
     if (rank == leader) {
         if (l.slot == 0) {
-            failed = fmt::format("a segment of {} leaves less than {} per slot for {} ranks; raise shm_size "
-                                 "(COHORT_SHM_SIZE)",
-                                 format_size(bytes), format_size(kMinSlot), local.size());
+            failed = fmt::format(
+                "a segment of {} leaves less than {} per slot for {} ranks; raise shm_size "
+                "(COHORT_SHM_SIZE)",
+                format_size(bytes), format_size(kMinSlot), local.size());
         } else {
             try {
                 segment = Segment::create(fresh_segment_name(), bytes);
@@ -108,8 +108,8 @@ Joined join(Store& store, const std::vector<std::string>& hosts, int rank, std::
     for (int r : local) {
         const std::string answer = r == rank ? (failed.empty() ? "ok" : failed)
                                              : get(store, fmt::format("shm-ready/{}", r), rank, r, deadline);
-        if (answer != "ok" && why.empty()) why = r == leader || answer.rfind("rank ", 0) == 0 ? answer
-                                                                                              : fmt::format("rank {}: {}", r, answer);
+        if (answer != "ok" && why.empty())
+            why = r == leader || answer.rfind("rank ", 0) == 0 ? answer : fmt::format("rank {}: {}", r, answer);
     }
     if (!why.empty()) return {nullptr, why};
     // Every rank mapped it: the name is no longer needed, and without it

@@ -29,9 +29,10 @@ std::byte* map(int fd, std::size_t bytes) {
 }
 
 std::string shm_hint() {
-    return fmt::format("/dev/shm has {} free; give the container more (docker run --shm-size) or lower "
-                       "COHORT_SHM_SIZE (0 turns shared memory off)",
-                       format_size(shm_free_bytes()));
+    return fmt::format(
+        "/dev/shm has {} free; give the container more (docker run --shm-size) or lower "
+        "COHORT_SHM_SIZE (0 turns shared memory off)",
+        format_size(shm_free_bytes()));
 }
 
 }  // namespace
@@ -81,8 +82,8 @@ Segment Segment::create(const std::string& name, std::size_t bytes) {
     close(fd);
     if (!failed.empty()) {
         s.size_ = 0;  // nothing mapped; the destructor unlinks the name
-        throw Error(Errc::unavailable, fmt::format("shared-memory segment /dev/shm{}: {}; {}", name, failed,
-                                                   shm_hint()));
+        throw Error(Errc::unavailable,
+                    fmt::format("shared-memory segment /dev/shm{}: {}; {}", name, failed, shm_hint()));
     }
     return s;
 }
@@ -107,7 +108,8 @@ Segment Segment::open(const std::string& name, std::size_t bytes) {
         failed = fmt::format("mapping it failed: {}", std::strerror(errno));
     }
     close(fd);
-    if (!failed.empty()) throw Error(Errc::unavailable, fmt::format("shared-memory segment /dev/shm{}: {}", name, failed));
+    if (!failed.empty())
+        throw Error(Errc::unavailable, fmt::format("shared-memory segment /dev/shm{}: {}", name, failed));
     s.size_ = bytes;
     s.linked_ = true;  // any rank may be the one to unlink it
     return s;
