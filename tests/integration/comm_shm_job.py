@@ -1,7 +1,7 @@
 """The ranks of one comm_shm.py case: comm_shm_worker.py processes that meet
 through a tcp:// store on 127.0.0.1, their output lines as they come, a
-watchdog that kills them all when the case overruns, and /dev/shm before
-and after."""
+watchdog that kills them all when the case overruns, /dev/shm before and
+after, and the checks every case makes of the ranks' results."""
 
 import contextlib
 import json
@@ -18,6 +18,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "comm_shm_worker.py")
 PRIVATE = os.environ.get("COHORT_SHM_TEST_PRIVATE") == "1"  # in our own mount namespace
+ERRC = {"timeout": 6, "peer_failed": 13, "closed": 15}
 SEED = int(os.environ.get("COHORT_TEST_SEED", "7"))
 
 
@@ -217,3 +218,82 @@ def no_leftovers(job, before, what=""):
         problems.append("files the ranks mapped still exist%s: %s" % (what, ", ".join(still)))
     print("  /dev/shm after%s: %s; the ranks had mapped %s" % (what, listing() or "empty", mapped or "nothing"))
     check(not problems, "\n".join(problems), job)
+
+
+# ------------------------------------------------------------------ checks
+
+def all_ok(job):
+    failures = []
+    for r in range(job.size):
+        res, code = job.results.get(r), job.procs[r].returncode
+        if code is not None and code < 0:
+            failures.append("rank %d died of %s" % (r, signal_name(code)))
+        elif res is None:
+            failures.append("rank %d printed no result (exit %s)" % (r, code))
+        elif not res["ok"] or code != 0:
+            failures.append("rank %d failed (exit %s) in %s: %s %s%s" % (
+                r, code, res.get("op"), res.get("error_type", ""), res.get("error", ""),
+                "".join("\n    " + f for f in res.get("failures", []))))
+    check(not failures, "\n".join(failures), job)
+
+
+def transports_are(job, expect, results=None, hosts=None):
+    """Every rank lists "self" for itself and `expect` for every peer (or
+    one of expect(rank, peer)), and describe() agrees and says whether shm
+    is in use. results: the ranks' result lines, or their ready lines.
+    hosts: the host labels the ranks were given (default: one host)."""
+    failures = []
+    results = job.results if results is None else results
+    for r in range(job.size):
+        res = results.get(r)
+        if res is None:
+            failures.append("rank %d told nothing about its transports" % r)
+            continue
+        want = [("self",) if p == r else expect(r, p) if callable(expect) else (expect,)
+                for p in range(job.size)]
+        d = res.get("describe") or {}
+        got = res.get("transports") or []
+        if len(got) != job.size or any(t not in w for t, w in zip(got, want)):
+            failures.append("rank %d: transports %s, expected %s" % (r, got, " ".join("/".join(w) for w in want)))
+        missing = [k for k in ("rank", "size", "hosts", "transports", "shm", "shm_unavailable") if k not in d]
+        if missing:
+            failures.append("rank %d: describe() lacks %s: %s" % (r, ", ".join(missing), d))
+            continue
+        if d["rank"] != r or d["size"] != job.size or d["transports"] != res.get("transports"):
+            failures.append("rank %d: describe() disagrees: %s" % (r, d))
+        if hosts is not None and d["hosts"] != hosts:
+            failures.append("rank %d: hosts %s, expected %s" % (r, d["hosts"], hosts))
+        elif hosts is None and (len(d["hosts"]) != job.size or len(set(d["hosts"])) != 1):
+            failures.append("rank %d: hosts %s, expected one host for all %d" % (r, d["hosts"], job.size))
+        if expect == "shm":
+            if not (isinstance(d["shm"], dict) and "bytes" in d["shm"] and "ranks" in d["shm"]):
+                failures.append("rank %d: describe()['shm'] is %r, expected a dict with bytes and ranks"
+                                % (r, d["shm"]))
+            if d["shm_unavailable"] is not None:
+                failures.append("rank %d: shm in use but shm_unavailable is %r" % (r, d["shm_unavailable"]))
+        elif not callable(expect) and d["shm"] is not None:
+            failures.append("rank %d: transports %s but describe()['shm'] is %r" % (r, expect, d["shm"]))
+    check(not failures, "\n".join(failures), job)
+
+
+def identical(job):
+    """Each result's bytes are the same on every rank."""
+    keys = [set(job.results[r].get("digests", {})) for r in range(job.size)]
+    failures = ["rank %d ran other operations than rank 0: %s" % (r, sorted(keys[r] ^ keys[0])[:5])
+                for r in range(1, job.size) if keys[r] != keys[0]]
+    for key in sorted(keys[0]):
+        values = [job.results[r]["digests"].get(key) for r in range(job.size)]
+        if len(set(values)) != 1:
+            failures.append("%s: not bit-identical across ranks (sha256 %s)" % (key, values))
+    check(not failures, "\n".join(failures[:20]), job)
+    return len(keys[0])
+
+
+def barriers_hold(job):
+    """Nobody left barrier k before the last rank entered it."""
+    rounds = len(job.results[0]["barriers"])
+    for k in range(rounds):
+        entered = max(job.results[r]["barriers"][k][0] for r in range(job.size))
+        left = min(job.results[r]["barriers"][k][1] for r in range(job.size))
+        check(left >= entered, "barrier %d: a rank left %.1f ms before the last one entered"
+              % (k, (entered - left) * 1000), job)
