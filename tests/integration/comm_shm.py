@@ -23,7 +23,8 @@ rank 0 on 127.0.0.1, then judges each one's output. Cases:
   exit_MODE_3            every rank leaves after an all-reduce by close(), no
                          close, os._exit, an exception or SIGTERM
   exit_after_barrier_3   ranks os._exit() as their last barrier returns: no
-                         other rank may fail in that barrier
+                         other rank may fail in that barrier; _noshm_ with
+                         shm off (direct copies and TCP)
   small_devshm_4         /dev/shm a 1 MiB tmpfs, shm_size 8 MiB: a clear error
   small_devshm_default_4 ... or a fallback that works; never a crash (SIGBUS)
   full_devshm_3          a 4 MiB tmpfs that a file fills to 3.5 MiB
@@ -312,6 +313,7 @@ CASES = {
     "exit_exception_3": (lambda: exit_mode("exception"), True),
     "exit_sigterm_3": (lambda: exit_mode("sigterm"), True),
     "exit_after_barrier_3": (exit_after_barrier, True),
+    "exit_after_barrier_noshm_3": (lambda: exit_after_barrier(rounds=60, env=NOSHM), True),
     "small_devshm_4": (lambda: small_devshm(4, "1m", shm_size=8 * MIB), True),
     "small_devshm_default_4": (lambda: small_devshm(4, "1m"), True),
     "full_devshm_3": (lambda: small_devshm(3, "4m", filler=7 * MIB // 2, shm_size=2 * MIB), True),

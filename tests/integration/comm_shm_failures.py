@@ -262,16 +262,18 @@ def exit_mode(mode, size=3):
             job.close()
 
 
-def exit_after_barrier(size=3, rounds=30):
+def exit_after_barrier(size=3, rounds=30, env=None):
     """Each rank os._exit()s the moment its last barrier returns, as a
     script that ends with a barrier does: that barrier returned, so every
-    rank had arrived, and no other rank may fail in it."""
-    print("exit_after_barrier: %d rounds of %d ranks that os._exit() right after a barrier over shm"
-          % (rounds, size))
+    rank had arrived, and no other rank may fail in it. env: shm off, for
+    the transports it falls back to."""
+    print("exit_after_barrier: %d rounds of %d ranks that os._exit() right after a barrier over %s"
+          % (rounds, size, "shm" if env is None else env))
     failed = []
+    algorithm = "shm" if env is None else "auto"
     with devshm() as before:
         for i in range(rounds):
-            job = Job(size, "exit", ["--exit-mode", "os_exit", "--algorithm", "shm"], deadline_s=60,
+            job = Job(size, "exit", ["--exit-mode", "os_exit", "--algorithm", algorithm], env=env, deadline_s=60,
                       name="round %d" % i)
             try:
                 job.wait_exit()
