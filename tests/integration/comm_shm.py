@@ -28,6 +28,7 @@ rank 0 on 127.0.0.1, then judges each one's output. Cases:
   small_devshm_4         /dev/shm a 1 MiB tmpfs, shm_size 8 MiB: a clear error
   small_devshm_default_4 ... or a fallback that works; never a crash (SIGBUS)
   full_devshm_3          a 4 MiB tmpfs that a file fills to 3.5 MiB
+  readonly_devshm_3      /dev/shm read-only
   transports_*_3         what each peer goes through: default "shm"; with
                          COHORT_SHM_SIZE=0 "direct"; ranks in separate PID
                          namespaces (process_vm_readv denied) "shm", or "tcp"
@@ -115,15 +116,15 @@ def correctness(size, shm_size=None, level="full"):
         no_leftovers(job, before)
 
 
-def small_devshm(size, tmpfs, filler=0, shm_size=None):
+def small_devshm(size, tmpfs, filler=0, shm_size=None, readonly=False):
     """A /dev/shm too small for the segment: every rank either fails with an
     error that says so, or falls back (shm_unavailable says why) and works;
     no rank dies of a signal (SIGBUS when a sparse file runs out of pages)."""
     flags = ["--level", "quick"] + (["--shm-size", str(shm_size)] if shm_size is not None else [])
-    print("small /dev/shm: %d ranks, a %s tmpfs%s, shm_size %s"
-          % (size, tmpfs, " holding a %d-byte file" % filler if filler else "",
+    print("small /dev/shm: %d ranks, a %s%s tmpfs%s, shm_size %s"
+          % (size, "read-only " if readonly else "", tmpfs, " holding a %d-byte file" % filler if filler else "",
              shm_size if shm_size is not None else "default"))
-    with devshm(tmpfs, filler) as before:
+    with devshm(tmpfs, filler, readonly) as before:
         job = Job(size, "correctness", flags, deadline_s=90)
         try:
             job.wait_exit()
@@ -317,6 +318,7 @@ CASES = {
     "small_devshm_4": (lambda: small_devshm(4, "1m", shm_size=8 * MIB), True),
     "small_devshm_default_4": (lambda: small_devshm(4, "1m"), True),
     "full_devshm_3": (lambda: small_devshm(3, "4m", filler=7 * MIB // 2, shm_size=2 * MIB), True),
+    "readonly_devshm_3": (lambda: small_devshm(3, "64m", readonly=True), True),
     "transports_default_3": (lambda: transports("shm"), False),
     "transports_noshm_3": (lambda: transports("direct", NOSHM), False),
     "transports_nodirect_3": (lambda: transports("shm", NODIRECT), False),

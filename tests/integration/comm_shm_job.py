@@ -183,15 +183,17 @@ def listing():
 
 
 @contextlib.contextmanager
-def devshm(size="1g", filler=0):
+def devshm(size="1g", filler=0, readonly=False):
     """A fresh tmpfs on /dev/shm for one case (in our private mount
-    namespace), holding `filler` bytes in a file named filler. Yields the
-    listing before the case."""
+    namespace), holding `filler` bytes in a file named filler, read-only if
+    asked. Yields the listing before the case."""
     if not PRIVATE:
         yield listing()
         return
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=1777" % size, "cohort-test", "/dev/shm"],
                    check=True, timeout=20)
+    if readonly:
+        subprocess.run(["mount", "-o", "remount,ro", "/dev/shm"], check=True, timeout=20)
     try:
         if filler:
             with open("/dev/shm/filler", "wb") as f:
