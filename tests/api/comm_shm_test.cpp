@@ -100,6 +100,36 @@ TEST(ShmChoice, TooSmallSegmentFallsBackSayingWhy) {
     problems.expect_none(0);
 }
 
+// Ranks of one host that disagree: one with shared memory off, or segments
+// of different sizes. Every rank learns it during set-up (none waits for a
+// rank that stayed out) and all fall back alike.
+TEST(ShmChoice, RanksThatDisagreeFallBackAlike) {
+    for (const bool one_off : {true, false}) {
+        SCOPED_TRACE(one_off ? "rank 2 has shm_size 0" : "rank 2 asks for 4 MiB, the others 8 MiB");
+        Problems problems;
+        World world = one_host();
+        world.connect_timeout = 20s;
+        world.configure = [&](int rank, CommOptions& o) {
+            o.host_label = "one-host";
+            if (rank == 2) o.shm_size = one_off ? 0 : std::size_t(4) << 20;
+        };
+        const auto start = Clock::now();
+        const auto outcomes = spawn_comms(3, world, [&](Communicator& comm) {
+            for (std::size_t r = 0; r < 3; ++r)
+                if (r != std::size_t(comm.rank()) && comm.transports()[r] == Transport::shared_memory)
+                    problems.add(comm.rank(), "shares memory although rank 2 disagrees");
+            if (!contains(comm.describe(), one_off ? "rank 2: shared memory is off" : "does not hold what"))
+                problems.add(comm.rank(), "describe does not say why: " + comm.describe());
+            int64_t x = 1;
+            comm.allreduce(&x, 1, DataType::int64, ReduceOp::sum);
+            if (x != 3) problems.add(comm.rank(), "sum is " + std::to_string(x));
+        });
+        expect_ok(outcomes);
+        problems.expect_none(0);
+        EXPECT_LT(since(start), 10s) << "a rank waited for one that stayed out of shared memory";
+    }
+}
+
 // Hosts of two ranks: each pair shares memory, and reaches the others
 // directly; hierarchical runs its inner stage in shared memory.
 TEST(ShmChoice, PairedHostsShareMemoryWithinEachHost) {

@@ -62,21 +62,23 @@ Joined join(Store& store, const std::vector<std::string>& hosts, int rank, std::
     for (int r = 0; r < static_cast<int>(hosts.size()); ++r)
         if (hosts[r] == hosts[rank]) local.push_back(r);
     if (local.size() < 2) return {};
-    if (bytes == 0) return {nullptr, "shared memory is off (shm_size 0, or COHORT_SHM_SIZE=0)"};
     const int leader = local.front();
     const int me = static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
     const Layout l = layout(bytes, static_cast<int>(local.size()));
 
+    // A rank with shared memory off still answers, so that the host's other
+    // ranks learn it instead of waiting for it.
     Segment segment;
     std::string failed;
+    if (bytes == 0) failed = "shared memory is off (shm_size 0, or COHORT_SHM_SIZE=0)";
     const std::string announce_key = fmt::format("shm/{}", leader);
     if (rank == leader) {
-        if (l.slot == 0) {
+        if (failed.empty() && l.slot == 0) {
             failed = fmt::format(
                 "a segment of {} leaves less than {} per slot for {} ranks; raise shm_size "
                 "(COHORT_SHM_SIZE)",
                 format_size(bytes), format_size(kMinSlot), local.size());
-        } else {
+        } else if (failed.empty()) {
             try {
                 segment = Segment::create(fresh_segment_name(), bytes);
                 auto* header = reinterpret_cast<Header*>(segment.data());
@@ -87,16 +89,19 @@ Joined join(Store& store, const std::vector<std::string>& hosts, int rank, std::
                 failed = e.what();
             }
         }
+        if (!failed.empty()) failed = fmt::format("rank {}: {}", rank, failed);
         store.set(announce_key, failed.empty() ? fmt::format("{}\n{}", segment.name(), bytes) : "!" + failed);
     } else {
         const std::string announced = get(store, announce_key, rank, leader, deadline);
-        if (!announced.empty() && announced[0] == '!') {
-            failed = fmt::format("rank {}: {}", leader, announced.substr(1));
+        if (!failed.empty()) {
+            failed = fmt::format("rank {}: {}", rank, failed);
+        } else if (!announced.empty() && announced[0] == '!') {
+            failed = announced.substr(1);  // the leader's reason, naming the leader
         } else {
             try {
                 segment = attach(announced, local.size(), l.slot);
             } catch (const Error& e) {
-                failed = e.what();
+                failed = fmt::format("rank {}: {}", rank, e.what());
             }
         }
     }
@@ -108,8 +113,7 @@ Joined join(Store& store, const std::vector<std::string>& hosts, int rank, std::
     for (int r : local) {
         const std::string answer = r == rank ? (failed.empty() ? "ok" : failed)
                                              : get(store, fmt::format("shm-ready/{}", r), rank, r, deadline);
-        if (answer != "ok" && why.empty())
-            why = r == leader || answer.rfind("rank ", 0) == 0 ? answer : fmt::format("rank {}: {}", r, answer);
+        if (answer != "ok" && why.empty()) why = answer;
     }
     if (!why.empty()) return {nullptr, why};
     // Every rank mapped it: the name is no longer needed, and without it

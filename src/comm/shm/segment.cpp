@@ -44,18 +44,20 @@ Segment& Segment::operator=(Segment&& other) noexcept {
         data_ = std::exchange(other.data_, nullptr);
         size_ = std::exchange(other.size_, 0);
         linked_ = std::exchange(other.linked_, false);
+        unlinked_ = std::exchange(other.unlinked_, false);
     }
     return *this;
 }
 
 Segment::~Segment() {
-    unlink();
+    if (linked_) unlink();
     if (data_ != nullptr) munmap(data_, size_);
     data_ = nullptr;
 }
 
 void Segment::unlink() noexcept {
-    if (!linked_) return;
+    if (name_.empty() || unlinked_) return;
+    unlinked_ = true;
     linked_ = false;
     shm_unlink(name_.c_str());  // ENOENT: another rank was first
 }
@@ -98,7 +100,7 @@ Segment Segment::open(const std::string& name, std::size_t bytes) {
                                 name, std::strerror(errno)));
     struct stat st {};
     Segment s;
-    s.name_ = name;  // not linked_ yet: a segment this rank cannot use is the leader's to remove
+    s.name_ = name;  // not linked_: only its creator removes it on failure
     std::string failed;
     if (fstat(fd, &st) != 0) {
         failed = std::strerror(errno);
@@ -111,7 +113,6 @@ Segment Segment::open(const std::string& name, std::size_t bytes) {
     if (!failed.empty())
         throw Error(Errc::unavailable, fmt::format("shared-memory segment /dev/shm{}: {}", name, failed));
     s.size_ = bytes;
-    s.linked_ = true;  // any rank may be the one to unlink it
     return s;
 }
 

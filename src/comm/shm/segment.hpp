@@ -26,7 +26,9 @@ public:
     // with its own IPC namespace) or has another size.
     static Segment open(const std::string& name, std::size_t bytes);
 
-    // Removes the name (the mapping stays); a no-op once done.
+    // Removes the name (the mapping stays); a no-op once done. Any rank may
+    // call it once every rank mapped the segment; a destroyed segment
+    // removes the name itself only if this process created it.
     void unlink() noexcept;
 
     std::byte* data() const { return data_; }
@@ -37,7 +39,8 @@ private:
     std::string name_;
     std::byte* data_ = nullptr;
     std::size_t size_ = 0;
-    bool linked_ = false;
+    bool linked_ = false;    // created here: the destructor removes the name
+    bool unlinked_ = false;  // unlink() ran
 };
 
 // "cohort-<16 random hex digits>": unguessable, so another job on the host
