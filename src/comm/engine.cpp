@@ -52,6 +52,12 @@ void Engine::begin(const OpSignature& op, Clock::time_point deadline, std::chron
     deadline_ = deadline;
     timeout_ = timeout;
     in_op_ = true;
+    for (const auto& peer : peers_)
+        if (peer && peer->gone && !peer->left) {
+            fail(Errc::peer_failed, fmt::format("{} on rank {}: rank {} ({}) {}", describe(op_), rank_, peer->rank,
+                                                peer->endpoint, peer->gone_reason));
+            break_and_throw();
+        }
     if (abort_requested_) {
         take_abort();
         break_and_throw();
@@ -482,10 +488,13 @@ void Engine::peer_gone(Peer& peer, bool died, const std::string& reason) {
     peer.gone_reason = reason;
     error_code ignored;
     if (died) peer.socket.close(ignored);
-    // A clean goodbye only matters to an operation that still needs the peer;
-    // a death breaks the communicator at once.
+    // Only an operation that still needs the peer fails now. A peer can
+    // send its last frame of an operation and exit at once: its end of
+    // stream may come in before another peer's last frame, and the
+    // operation it finished must not fail for it. A death still breaks the
+    // communicator: the next operation fails as it begins.
     const bool needed = peer.recv != nullptr || peer.send != nullptr;
-    if (died || needed) {
+    if (needed) {
         const std::string what = in_op_ ? describe(op_) : std::string("the communicator");
         fail(died ? Errc::peer_failed : Errc::closed,
              fmt::format("{} on rank {}: rank {} ({}) {}", what, rank_, peer.rank, peer.endpoint, reason));
