@@ -96,12 +96,14 @@ struct CommOptions {
     // user read it (prctl PR_SET_PTRACER) so the direct path stays open.
     // $COHORT_DIRECT_COPY=0 turns it off (1 leaves the option as it is).
     bool direct_copy = true;
-    // The ranks of one host exchange data through one POSIX shared-memory
-    // segment of this many bytes, which the host's first rank creates in
-    // /dev/shm and removes from there once every local rank mapped it. 0
-    // turns shared memory off. A segment that cannot be made (a full or
-    // too small /dev/shm, ranks that see different /dev/shm) is no error:
-    // the host falls back to direct copies or TCP, and describe() says why.
+    // The ranks of one host exchange data through one shared-memory
+    // segment of this many bytes: a memfd the host's first rank creates and
+    // hands to the others over a local socket, so it has no name and
+    // nothing is left behind however the ranks end. It counts against
+    // /dev/shm's free space, the host's budget for shared memory. 0 turns
+    // shared memory off. A segment that cannot be made or shared (no room
+    // in /dev/shm, ranks in different network namespaces) is no error: the
+    // host falls back to direct copies or TCP, and describe() says why.
     // Every rank of a host must use the same size. Unset: $COHORT_SHM_SIZE
     // (bytes, or with a K, M or G suffix), else 8 MiB. At most 64 GiB.
     std::optional<std::size_t> shm_size;

@@ -38,7 +38,6 @@ struct Header {
     uint32_t ranks;
     uint32_t reserved;
     uint64_t slot_bytes;
-    std::atomic<uint32_t> attached;  // ranks that mapped it so far
 };
 
 inline constexpr int kSlotsPerRank = 3;

@@ -1,8 +1,9 @@
 // Set-up of a host's shared memory, through the store the ranks met in: the
-// host's first rank creates the segment and posts its name, the others map
-// it, every rank posts whether it could, and all of them read every answer,
-// so they take the same decision: the whole host uses the segment, or
-// nobody does and the peers fall back to direct copies or TCP.
+// host's first rank creates the segment and posts where to fetch it (a
+// local socket, handoff.hpp), the others fetch and map it, every rank posts
+// whether it could, and all of them read every answer, so they take the
+// same decision: the whole host uses the segment, or nobody does and the
+// peers fall back to direct copies or TCP.
 #pragma once
 
 #include "comm/shm/group.hpp"

@@ -1,9 +1,10 @@
-// One POSIX shared-memory segment that the ranks of a host map. The first
-// rank creates it under a fresh random name and reserves every page up
-// front (posix_fallocate), so a /dev/shm too small for it is an error at
-// set-up, never a SIGBUS in the middle of a collective. The name is unlinked
-// as soon as every rank mapped it: from then on the kernel frees the memory
-// when the last rank exits, however it exits.
+// One shared-memory segment that the ranks of a host map: an anonymous
+// memfd, which has no name anywhere, so nothing can be left behind
+// however the ranks end; the kernel frees it when the last mapping and
+// descriptor go. The host's first rank creates it and hands the
+// descriptor to the others (handoff.hpp). Every page is reserved up front
+// (posix_fallocate), so running out of memory is an error at set-up, never
+// a SIGBUS in the middle of a collective.
 #pragma once
 
 #include <cstddef>
@@ -20,34 +21,30 @@ public:
     Segment& operator=(const Segment&) = delete;
     ~Segment();
 
-    // Error(unavailable) saying what failed and how much /dev/shm has free.
-    static Segment create(const std::string& name, std::size_t bytes);
-    // Error(unavailable) when it is missing (another /dev/shm: a container
-    // with its own IPC namespace) or has another size.
-    static Segment open(const std::string& name, std::size_t bytes);
+    // A new segment of `bytes`, with its descriptor kept open to hand out.
+    // Error(unavailable) saying what failed. /dev/shm's room is the host's
+    // budget for shared memory (what `docker run --shm-size` sets), so a
+    // /dev/shm without room for `bytes`, or read-only, refuses it too.
+    static Segment create(std::size_t bytes);
+    // Maps the segment behind `fd` (taking it: it is closed here), which
+    // must have `bytes`. Error(unavailable) otherwise.
+    static Segment map(int fd, std::size_t bytes);
 
-    // Removes the name (the mapping stays); a no-op once done. Any rank may
-    // call it once every rank mapped the segment; a destroyed segment
-    // removes the name itself only if this process created it.
-    void unlink() noexcept;
+    // The descriptor to hand out (creator only; -1 once closed).
+    int fd() const { return fd_; }
+    // Closes the descriptor; the mapping stays.
+    void close_fd() noexcept;
 
     std::byte* data() const { return data_; }
     std::size_t size() const { return size_; }
-    const std::string& name() const { return name_; }
 
 private:
-    std::string name_;
     std::byte* data_ = nullptr;
     std::size_t size_ = 0;
-    bool linked_ = false;    // created here: the destructor removes the name
-    bool unlinked_ = false;  // unlink() ran
+    int fd_ = -1;
 };
 
-// "cohort-<16 random hex digits>": unguessable, so another job on the host
-// cannot create it first.
-std::string fresh_segment_name();
-
-// Free bytes in the file system behind shm_open (/dev/shm), or 0.
-std::size_t shm_free_bytes();
+// Why /dev/shm has no room for a segment of `bytes`, or "".
+std::string shm_budget_problem(std::size_t bytes);
 
 }  // namespace cohort::comm::shm
