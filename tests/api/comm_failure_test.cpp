@@ -664,6 +664,35 @@ TEST(CommOptionsEnvironment, BadValuesAreRefusedByName) {
     EXPECT_TRUE(contains(m, "COHORT_DIRECT_COPY='yes': expected 0")) << m;
 }
 
+// COHORT_SHM_SIZE: bytes with an optional unit, 0 for off; what the caller
+// set wins; anything else, or more than 64 GiB, is refused by name.
+TEST(CommOptionsEnvironment, ShmSize) {
+    constexpr std::size_t MiB = std::size_t(1) << 20;
+    {
+        ScopedEnv shm("COHORT_SHM_SIZE", nullptr);
+        EXPECT_EQ(with_env_defaults({}).shm_size, 8 * MiB);
+    }
+    for (const auto& [text, bytes] : {std::pair<const char*, std::size_t>{"32M", 32 * MiB}, {"0", 0},
+                                      {"4096", 4096}, {"1GiB", 1024 * MiB}}) {
+        ScopedEnv shm("COHORT_SHM_SIZE", text);
+        EXPECT_EQ(with_env_defaults({}).shm_size, bytes) << text;
+        CommOptions mine;
+        mine.shm_size = MiB;
+        EXPECT_EQ(with_env_defaults(mine).shm_size, MiB) << text;
+    }
+    for (const char* bad : {"abc", "-1", "65G", "8 MiB please"}) {
+        SCOPED_TRACE(bad);
+        ScopedEnv shm("COHORT_SHM_SIZE", bad);
+        const std::string m = error_message(Errc::invalid_argument, [] { with_env_defaults({}); });
+        EXPECT_TRUE(contains(m, std::string("COHORT_SHM_SIZE='") + bad + "'")) << m;
+        EXPECT_TRUE(contains(m, "0 turns shared")) << m;
+    }
+    CommOptions huge;
+    huge.shm_size = std::size_t(65) << 30;
+    const std::string m = error_message(Errc::invalid_argument, [&] { check_options(huge, false); });
+    EXPECT_TRUE(contains(m, "shm_size 69793218560 is above 64 GiB")) << m;
+}
+
 TEST(InvalidArguments, Options) {
     auto refused = [](CommOptions o) { return error_message(Errc::invalid_argument, [&] { Communicator c(o); }); };
     CommOptions o;
