@@ -34,21 +34,31 @@ int ms_until(Deadline deadline) {
     return static_cast<int>(std::max<int64_t>(0, left.count()));
 }
 
-void send_descriptor(int connection, int fd) {
+// One byte carrying one descriptor (SCM_RIGHTS), for sendmsg and recvmsg.
+struct DescriptorMessage {
     char byte = 'F';
     iovec iov{&byte, 1};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+
+    DescriptorMessage() {
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+    }
+    DescriptorMessage(const DescriptorMessage&) = delete;
+    DescriptorMessage& operator=(const DescriptorMessage&) = delete;
+};
+
+void send_descriptor(int connection, int fd) {
+    DescriptorMessage m;
+    cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    sendmsg(connection, &msg, MSG_NOSIGNAL);  // a rank that went away simply does not get it
+    sendmsg(connection, &m.msg, MSG_NOSIGNAL);  // a rank that went away simply does not get it
 }
 
 }  // namespace
@@ -114,17 +124,10 @@ int fetch_descriptor(const std::string& name, int from_rank, Deadline deadline) 
             close(s);
             throw Error(Errc::timeout, fmt::format("rank {} never handed over the shared-memory segment", from_rank));
         }
-        char byte = 0;
-        iovec iov{&byte, 1};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-        msghdr msg{};
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof control;
-        const ssize_t got = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
+        DescriptorMessage m;
+        const ssize_t got = recvmsg(s, &m.msg, MSG_CMSG_CLOEXEC);
         close(s);
-        const cmsghdr* c = got == 1 ? CMSG_FIRSTHDR(&msg) : nullptr;
+        const cmsghdr* c = got == 1 ? CMSG_FIRSTHDR(&m.msg) : nullptr;
         if (c == nullptr || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
             c->cmsg_len != CMSG_LEN(sizeof(int)))
             throw Error(
