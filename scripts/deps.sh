@@ -8,7 +8,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libfmt-dev libyaml-cpp-dev
   libcurl4-openssl-dev libssl-dev libgtest-dev libbenchmark-dev
   libre2-dev liblua5.4-dev libgloo-dev openmpi-bin libopenmpi-dev
-  chromium abigail-tools python3-numpy clang
+  chromium abigail-tools python3-numpy python3-torch clang
 )
 
 missing=()

@@ -156,6 +156,9 @@ class _Buffer:
 
     def __init__(self, where, name, obj, writable, dtype=None):
         self.obj = obj
+        if _is_torch_tensor(obj):
+            self._setup_tensor(where, name, obj, dtype)
+            return
         try:
             view = memoryview(obj)
         except TypeError:
@@ -205,6 +208,41 @@ class _Buffer:
             self._keep = (ctypes.c_char * self.nbytes).from_buffer_copy(view)
             self.address = ctypes.addressof(self._keep)
 
+    def _setup_tensor(self, where, name, t, dtype):
+        """A torch tensor, zero copy: its own memory, through data_ptr()."""
+        if t.device.type != "cpu":
+            raise InvalidArgument(
+                f"{where}: {name} is a {t.device} tensor, and cohort has no GPU data path yet; "
+                f"pass a CPU tensor ({name}.cpu())")
+        if t.requires_grad:
+            raise InvalidArgument(
+                f"{where}: {name} requires grad, and cohort would change it behind autograd's "
+                f"back; pass {name}.detach() (the same memory) or call it under torch.no_grad()")
+        if not t.is_contiguous():
+            raise InvalidArgument(
+                f"{where}: {name} is not contiguous (shape {tuple(t.shape)}, stride "
+                f"{tuple(t.stride())}); pass {name}.contiguous()")
+        self.view = None
+        self.nbytes = t.numel() * t.element_size()
+        if dtype is None:
+            kind = str(t.dtype).replace("torch.", "")
+            if kind not in _TORCH_DTYPES:
+                raise InvalidArgument(
+                    f"{where}: {name} holds {t.dtype} elements, which cohort cannot reduce "
+                    f"({', '.join('torch.' + k for k in _TORCH_DTYPES)}); give dtype= to read "
+                    f"its bytes as one of {', '.join(_table('DTYPES'))}")
+            self.dtype = _dtype(kind)
+        else:
+            self.dtype = _dtype(dtype)
+        size = _dtype_size(self.dtype)
+        if self.nbytes % size:
+            raise InvalidArgument(
+                f"{where}: {name} has {self.nbytes} bytes, not a whole number of "
+                f"{_dtype_name(self.dtype)} elements ({size} bytes each)")
+        self.count = self.nbytes // size
+        self._keep = t  # holds the storage alive while C uses it
+        self.address = t.data_ptr() if self.nbytes else None
+
     @staticmethod
     def _format_dtype(where, name, view):
         fmt = view.format
@@ -225,18 +263,33 @@ class _Buffer:
     def release(self):
         """Ends the export, so a bytearray may be resized again."""
         self._keep = None
+        if self.view is None:  # a torch tensor: nothing exported
+            return
         try:
             self.view.release()
         except BufferError:  # still exported elsewhere: the garbage collector ends it
             pass
 
 
+def _is_torch_tensor(obj):
+    """True for a torch.Tensor (or Parameter), without importing torch."""
+    return type(obj).__module__.split(".")[0] == "torch" and hasattr(obj, "data_ptr") \
+        and hasattr(obj, "is_contiguous")
+
+
+# The torch dtypes cohort reduces, by the names both use.
+_TORCH_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8")
+
+
 def _same_kind(buf, count, shape=None):
     """A new, zeroed buffer like `buf.obj` holding `count` elements of its
-    dtype: numpy keeps its dtype (and `shape` if given), array.array its
-    typecode, anything else becomes a bytearray."""
+    dtype: a torch tensor or numpy array keeps its dtype (and `shape` if
+    given), array.array its typecode, anything else becomes a bytearray."""
     obj = buf.obj
     nbytes = count * _dtype_size(buf.dtype)
+    if _is_torch_tensor(obj) and nbytes % obj.element_size() == 0:
+        n = nbytes // obj.element_size()
+        return obj.new_zeros(shape if shape is not None and math.prod(shape) == n else (n,))
     if _np is not None and isinstance(obj, _np.ndarray):
         if nbytes % obj.itemsize == 0:
             n = nbytes // obj.itemsize
@@ -556,8 +609,8 @@ class Communicator(_util.Handle):
             src = pins.add(_Buffer(where, "buf", buf, False, "uint8"))
             if out is None:
                 shape = None
-                if _np is not None and isinstance(buf, _np.ndarray):
-                    shape = (self._size,) + buf.shape
+                if (_np is not None and isinstance(buf, _np.ndarray)) or _is_torch_tensor(buf):
+                    shape = (self._size,) + tuple(buf.shape)
                 out = _same_kind(src, src.nbytes * self._size, shape)
             dst = pins.add(_Buffer(where, "out", out, True, "uint8"))
             if dst.nbytes != src.nbytes * self._size:
@@ -575,9 +628,9 @@ class Communicator(_util.Handle):
             count = src.count // self._size
             if out is None:
                 shape = None
-                if _np is not None and isinstance(buf, _np.ndarray) and buf.ndim > 1 \
-                        and buf.shape[0] == self._size:
-                    shape = buf.shape[1:]
+                if ((_np is not None and isinstance(buf, _np.ndarray)) or _is_torch_tensor(buf)) \
+                        and buf.ndim > 1 and buf.shape[0] == self._size:
+                    shape = tuple(buf.shape[1:])
                 out = _same_kind(src, count, shape)
             dst = pins.add(_Buffer(where, "out", out, True,
                                    src.dtype if dtype is None else dtype))

@@ -1,0 +1,118 @@
+"""PyTorch glue, imported only when used (``import cohort.torch``), so that
+``import cohort`` never needs torch.
+
+Communicator calls take contiguous CPU tensors directly (float32, float64,
+float16, bfloat16, int32, int64, uint8), in place or out of place, with no
+copy: cohort works on the tensor's own memory. This module adds what a
+training program needs on top:
+
+- ``allreduce_hook``: a DistributedDataParallel communication hook that
+  averages each gradient bucket through a cohort Communicator, asynchronously,
+  so DDP overlaps the all-reduce with the rest of backward as it does with
+  its own backends::
+
+      model = DistributedDataParallel(net)
+      model.register_comm_hook(comm, cohort.torch.allreduce_hook)
+
+  A failure (a dead peer, an aborted world) comes back through the bucket's
+  future as the named cohort exception (cohort.PeerFailed, cohort.Closed,
+  ...), which DDP raises from backward().
+- ``broadcast_parameters(module, comm, root=0)`` and
+  ``allreduce_gradients(module, comm)`` for programs without DDP.
+"""
+
+import queue
+import threading
+import weakref
+
+import torch
+
+from .errors import InvalidArgument
+
+__all__ = ["allreduce_hook", "broadcast_parameters", "allreduce_gradients"]
+
+
+class _Completer:
+    """Completes the futures of one communicator's asynchronous all-reduces,
+    in issue order, on one daemon thread, so the hook itself never blocks."""
+
+    def __init__(self):
+        self._queue = queue.Queue()
+        threading.Thread(target=self._run, name="cohort-torch-completer", daemon=True).start()
+
+    def add(self, work, future, result):
+        self._queue.put((work, future, result))
+
+    def stop(self):
+        self._queue.put(None)
+
+    def _run(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            work, future, result = item
+            try:
+                work.wait()
+            except BaseException as e:  # the named cohort error, for whoever waits on the future
+                future.set_exception(e)
+            else:
+                future.set_result(result)
+
+
+_completers = weakref.WeakKeyDictionary()
+_completers_lock = threading.Lock()
+
+
+def _completer(comm):
+    with _completers_lock:
+        c = _completers.get(comm)
+        if c is None:
+            c = _completers[comm] = _Completer()
+            weakref.finalize(comm, c.stop)
+        return c
+
+
+def allreduce_hook(comm, bucket):
+    """DDP communication hook: averages `bucket`'s gradients over `comm`'s
+    ranks. Register with ``model.register_comm_hook(comm, allreduce_hook)``;
+    every rank of the communicator must run the same model."""
+    tensor = bucket.buffer()
+    future = torch.futures.Future()
+    try:
+        work = comm.allreduce_async(tensor, op="avg")
+    except BaseException as e:
+        future.set_exception(e)
+        return future
+    _completer(comm).add(work, future, tensor)
+    return future
+
+
+def _check_module(where, module):
+    if not isinstance(module, torch.nn.Module):
+        raise InvalidArgument(f"{where}: module must be a torch.nn.Module, not {type(module).__name__}")
+
+
+def broadcast_parameters(module, comm, root=0):
+    """Makes every rank's parameters and buffers equal to rank `root`'s, in
+    place (in name order, so every rank sends the same sequence)."""
+    _check_module("broadcast_parameters", module)
+    with torch.no_grad():
+        for _, tensor in sorted(list(module.named_parameters()) + list(module.named_buffers()),
+                                key=lambda item: item[0]):
+            comm.broadcast(tensor.detach(), root=root)
+
+
+def allreduce_gradients(module, comm, op="avg"):
+    """Reduces every parameter's gradient over the ranks (average by
+    default), packed into few messages; a parameter without a gradient on
+    this rank takes part with zeros, so ranks never disagree on the set."""
+    _check_module("allreduce_gradients", module)
+    grads = {}
+    for name, p in module.named_parameters():
+        if not p.requires_grad:
+            continue
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        grads[name] = p.grad.detach()
+    comm.allreduce_named(grads, op=op)
