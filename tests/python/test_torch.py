@@ -144,7 +144,7 @@ class Modules(unittest.TestCase):
 
 @unittest.skipIf(torch is None, "python3-torch missing (test_torch_is_installed fails)")
 class DistributedDataParallelHook(unittest.TestCase):
-    def run_workers(self, size, mode):
+    def run_workers(self, size, mode, dies=()):
         port = free_port()
         with tempfile.TemporaryDirectory(prefix="cohort-ddp-") as folder:
             procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "torch_ddp_worker.py"), str(r),
@@ -154,8 +154,11 @@ class DistributedDataParallelHook(unittest.TestCase):
                      for r in range(size)]
             outs = []
             try:
-                for p in procs:
+                for rank, p in enumerate(procs):
                     out, err = p.communicate(timeout=240)
+                    if rank in dies:
+                        outs.append(None)
+                        continue
                     self.assertEqual(p.returncode, 0, err[-3000:])
                     outs.append(json.loads(out.strip().splitlines()[-1]))
             finally:
@@ -181,6 +184,12 @@ class DistributedDataParallelHook(unittest.TestCase):
         for out in outs:
             self.assertIsNotNone(out["error"], "backward succeeded on an aborted communicator")
             self.assertTrue("aborted" in out["error"] or "gave up" in out["error"], out["error"])
+
+    def test_a_killed_peer_is_named_from_backward(self):
+        out = self.run_workers(2, "kill", dies=(1,))[0]
+        self.assertIsNotNone(out["error"], "backward succeeded with its peer dead")
+        self.assertIn("rank 1", out["error"])
+        self.assertTrue(out["error"].startswith(("PeerFailed", "Closed", "RuntimeError")), out["error"])
 
 
 if __name__ == "__main__":

@@ -4,8 +4,11 @@ reference) and over cohort's comm hook, and prints the final parameters of
 both as JSON, plus what a failing hook reported.
 
     torch_ddp_worker.py RANK SIZE GLOO_PORT COHORT_STORE MODE
-MODE: "train", or "abort" (the cohort communicator is aborted before the
-backward pass, which must raise the named error)."""
+MODE: "train"; "abort" (the cohort communicator is aborted before the
+backward pass, which must raise the named error); or "kill" (rank 1 dies
+before its backward pass: rank 0's must raise an error naming it)."""
+
+import os
 
 import json
 import sys
@@ -53,7 +56,10 @@ else:
     net.register_comm_hook(comm, cohort.torch.allreduce_hook)
     x, y = batches()[0]
     loss = torch.nn.functional.cross_entropy(net(x), y)
-    comm.abort("the test aborted the world")
+    if mode == "abort":
+        comm.abort("the test aborted the world")
+    elif rank == 1:
+        os._exit(9)  # dies without a word, as a SIGKILLed worker would
     try:
         loss.backward()
         out = {"error": None}
