@@ -14,9 +14,10 @@ training program needs on top:
       model = DistributedDataParallel(net)
       model.register_comm_hook(comm, cohort.torch.allreduce_hook)
 
-  A failure (a dead peer, an aborted world) comes back through the bucket's
-  future as the named cohort exception (cohort.PeerFailed, cohort.Closed,
-  ...), which DDP raises from backward().
+  A failure (a dead peer, an aborted world) fails the bucket's future with
+  the named cohort error; DDP raises it from backward() as a RuntimeError
+  whose message starts with the cohort exception's name and message
+  ("... PeerFailed: allreduce #3 (shm, ...) on rank 0: rank 1 ... died").
 - ``broadcast_parameters(module, comm, root=0)`` and
   ``allreduce_gradients(module, comm)`` for programs without DDP.
 """
@@ -85,7 +86,15 @@ def allreduce_hook(comm, bucket):
         future.set_exception(e)
         return future
     _completer(comm).add(work, future, tensor)
-    return future
+    # DDP's reducer reads the future from C++, where an exception stored
+    # with set_exception is only an object it cannot cast to a tensor. A
+    # callback that re-raises it makes the chained future fail for real,
+    # with the cohort error's name and message in DDP's RuntimeError.
+    return future.then(_unwrap)
+
+
+def _unwrap(future):
+    return future.value()
 
 
 def _check_module(where, module):
