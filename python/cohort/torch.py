@@ -19,6 +19,10 @@ training program needs on top:
   ...), which DDP raises from backward().
 - ``broadcast_parameters(module, comm, root=0)`` and
   ``allreduce_gradients(module, comm)`` for programs without DDP.
+- ``ElasticSampler`` (torch_sampler.py), a resumable DistributedSampler on
+  cohort's epoch order, and ``ShardDataset`` (torch_shards.py), an
+  IterableDataset over the coordinator's shard leases; both have a
+  state_dict() so that a checkpoint carries the data position.
 """
 
 import queue
@@ -28,8 +32,11 @@ import weakref
 import torch
 
 from .errors import InvalidArgument
+from .torch_sampler import ElasticSampler
+from .torch_shards import ShardDataset
 
-__all__ = ["allreduce_hook", "broadcast_parameters", "allreduce_gradients"]
+__all__ = ["allreduce_hook", "broadcast_parameters", "allreduce_gradients", "ElasticSampler",
+           "ShardDataset"]
 
 
 class _Completer:
