@@ -20,6 +20,10 @@ training program needs on top:
   ("... PeerFailed: allreduce #3 (shm, ...) on rank 0: rank 1 ... died").
 - ``broadcast_parameters(module, comm, root=0)`` and
   ``allreduce_gradients(module, comm)`` for programs without DDP.
+- ``ElasticSampler`` (torch_sampler.py), a resumable DistributedSampler on
+  cohort's epoch order, and ``ShardDataset`` (torch_shards.py), an
+  IterableDataset over the coordinator's shard leases; both have a
+  state_dict() so that a checkpoint carries the data position.
 """
 
 import queue
@@ -29,8 +33,11 @@ import weakref
 import torch
 
 from .errors import InvalidArgument
+from .torch_sampler import ElasticSampler
+from .torch_shards import ShardDataset
 
-__all__ = ["allreduce_hook", "broadcast_parameters", "allreduce_gradients"]
+__all__ = ["allreduce_hook", "broadcast_parameters", "allreduce_gradients", "ElasticSampler",
+           "ShardDataset"]
 
 
 class _Completer:
