@@ -186,12 +186,7 @@ class _Buffer:
             self.dtype = self._format_dtype(where, name, view)
         else:
             self.dtype = _dtype(dtype)
-        size = _dtype_size(self.dtype)
-        if self.nbytes % size:
-            raise InvalidArgument(
-                f"{where}: {name} has {self.nbytes} bytes, not a whole number of "
-                f"{_dtype_name(self.dtype)} elements ({size} bytes each)")
-        self.count = self.nbytes // size
+        self._count_elements(where, name)
         self._keep = None
         self.address = None
         if self.nbytes == 0:
@@ -207,6 +202,15 @@ class _Buffer:
         else:  # read-only and no numpy: a copy (inputs only, never written)
             self._keep = (ctypes.c_char * self.nbytes).from_buffer_copy(view)
             self.address = ctypes.addressof(self._keep)
+
+    def _count_elements(self, where, name):
+        """Sets count from nbytes and dtype, which must divide evenly."""
+        size = _dtype_size(self.dtype)
+        if self.nbytes % size:
+            raise InvalidArgument(
+                f"{where}: {name} has {self.nbytes} bytes, not a whole number of "
+                f"{_dtype_name(self.dtype)} elements ({size} bytes each)")
+        self.count = self.nbytes // size
 
     def _setup_tensor(self, where, name, t, dtype):
         """A torch tensor, zero copy: its own memory, through data_ptr()."""
@@ -234,12 +238,7 @@ class _Buffer:
             self.dtype = _dtype(kind)
         else:
             self.dtype = _dtype(dtype)
-        size = _dtype_size(self.dtype)
-        if self.nbytes % size:
-            raise InvalidArgument(
-                f"{where}: {name} has {self.nbytes} bytes, not a whole number of "
-                f"{_dtype_name(self.dtype)} elements ({size} bytes each)")
-        self.count = self.nbytes // size
+        self._count_elements(where, name)
         self._keep = t  # holds the storage alive while C uses it
         self.address = t.data_ptr() if self.nbytes else None
 

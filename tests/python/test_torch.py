@@ -112,6 +112,9 @@ class Tensors(unittest.TestCase):
             with self.assertRaises(cohort.InvalidArgument) as caught:
                 comm.allreduce(tensor)
             self.assertIn(words, str(caught.exception))
+        with self.assertRaises(cohort.InvalidArgument) as caught:
+            comm.allreduce(torch.ones(3, dtype=torch.uint8), dtype="float32")
+        self.assertIn("has 3 bytes, not a whole number of float32 elements", str(caught.exception))
         comm.allreduce(torch.ones(4, requires_grad=True).detach())  # the documented way out
         comm.close()
 
