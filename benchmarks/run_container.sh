@@ -20,7 +20,8 @@ fi
 build="$(cd "$1" && pwd)"
 shift
 here="$(cd "$(dirname "$0")" && pwd)"
-python=/usr/bin/python3
+# PYTHON: an interpreter with torch and numpy (default Debian's /usr/bin/python3).
+python="${PYTHON:-/usr/bin/python3}"
 if [ "$(id -u)" -ne 0 ]; then
   echo "run_container: unshare --pid needs root (CAP_SYS_ADMIN); run it as root or in a privileged container" >&2
   exit 2

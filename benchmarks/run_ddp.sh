@@ -7,6 +7,7 @@
 # BUILD_DIR. Builds nothing.
 #
 #   benchmarks/run_ddp.sh build [bench_ddp.py options, e.g. --rounds 8 --seconds 60]
+#   PYTHON=python3 benchmarks/run_ddp.sh DIR   # another interpreter with torch
 #
 # RANKS="2" changes the rank counts; RUN_TIMEOUT (seconds, default 600)
 # bounds each run, whose ranks this script also takes down when it exits.
@@ -19,8 +20,9 @@ fi
 build="$(cd "$1" && pwd)"
 shift
 here="$(cd "$(dirname "$0")" && pwd)"
-python=/usr/bin/python3
-lib="$(ls "$build"/libcohort.so 2>/dev/null || true)"
+# PYTHON: an interpreter with torch (default Debian's /usr/bin/python3).
+python="${PYTHON:-/usr/bin/python3}"
+lib="$(ls "$build"/libcohort.so "$build"/libcohort.so.0 2>/dev/null | head -1 || true)"
 if [ -z "$lib" ]; then
   echo "run_ddp: no libcohort.so in $build: cmake --build $build --target cohort" >&2
   exit 2

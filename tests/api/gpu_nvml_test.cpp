@@ -22,6 +22,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 constexpr uint64_t gib = 1024ULL * 1024 * 1024;
+constexpr uint64_t mib = 1024ULL * 1024;
 constexpr double sample_time = 1234.5;
 
 ProbeOptions options_for(const char* library) {
@@ -101,7 +102,8 @@ TEST(GpuNvml, ReadsIdentityMemoryAndUnits) {
     EXPECT_EQ(h100.pci_bus_id, "00000000:18:00.0");
     expect_value<uint64_t>(h100.memory_total_bytes, 85520809984ULL, "memory total");
     expect_value<uint64_t>(h100.memory_used_bytes, 10 * gib, "memory used");
-    expect_value<uint64_t>(h100.memory_free_bytes, 85520809984ULL - 10 * gib, "memory free");
+    // The _v2 call: used and free leave out the driver's 480 MiB, as nvidia-smi does.
+    expect_value<uint64_t>(h100.memory_free_bytes, 85520809984ULL - 10 * gib - 480 * mib, "memory free");
     expect_value(h100.gpu_utilization_percent, 75.0, "gpu utilization");
     expect_value(h100.memory_busy_percent, 40.0, "memory busy");
     expect_value(h100.temperature_celsius, 61.0, "temperature (nvmlDeviceGetTemperatureV)");
@@ -126,6 +128,19 @@ TEST(GpuNvml, ReadsIdentityMemoryAndUnits) {
     // The volatile counters (since the driver loaded), not the lifetime ones.
     expect_value<uint64_t>(a100.ecc_corrected_errors, 2, "ECC corrected");
     expect_value<uint64_t>(a100.ecc_uncorrected_errors, 0, "ECC uncorrected");
+}
+
+// A driver that refuses the _v2 memory struct: the v1 call, whose `used`
+// includes the reservation, still gives every field.
+TEST(GpuNvml, MemoryFallsBackToV1WhenV2IsRefused) {
+    ScopedEnv v1("FAKE_NVML_MEMORY_V1", "1");
+    auto backend = open_nvml_backend(options_for(COHORT_FAKE_NVML));
+    const auto gpus = backend->read(5.0);
+    ASSERT_EQ(gpus.size(), 2u);
+    expect_value<uint64_t>(gpus[0].memory_total_bytes, 85520809984ULL, "memory total");
+    expect_value<uint64_t>(gpus[0].memory_used_bytes, 10 * gib + 480 * mib, "memory used (v1)");
+    expect_value<uint64_t>(gpus[0].memory_free_bytes, 85520809984ULL - 10 * gib - 480 * mib, "memory free (v1)");
+    expect_value<uint64_t>(gpus[1].memory_used_bytes, 3 * gib, "A100 memory used (v1)");
 }
 
 TEST(GpuNvml, NotSupportedIsNotZero) {
@@ -241,7 +256,7 @@ TEST(GpuNvml, LostGpuFailsTheReadNamingIt) {
         ScopedEnv lost("FAKE_NVML_GPU_LOST", "1");
         const std::string message = error_message(Errc::unavailable, [&] { backend->read(2.0); });
         EXPECT_THAT(message, StartsWith("NVML: GPU 1 (GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee at 00000000:3B:00.0) "
-                                        "is lost: nvmlDeviceGetMemoryInfo answered \"GPU is lost\""));
+                                        "is lost: nvmlDeviceGetMemoryInfo_v2 answered \"GPU is lost\""));
         EXPECT_THAT(message, HasSubstr("Xid 79 (GPU has fallen off the bus)"));
         EXPECT_THAT(message, HasSubstr("reset"));
     }

@@ -189,6 +189,43 @@ TEST(SmiFixture, H100Driver550) {
     EXPECT_TRUE(m.gpus[1].processes.empty());
 }
 
+// Captured on real hardware (an H100 80GB, driver 580.159.04, one process
+// holding 7 GiB and running matrix products): total - used - free is the
+// driver's 480 MiB reservation, which nvidia-smi leaves out of `used`.
+TEST(SmiFixture, H100Driver580Captured) {
+    const Machine m = machine("h100_580");
+    EXPECT_EQ(joined(m.warnings), "");
+    ASSERT_EQ(m.gpus.size(), 1u);
+    const GpuReading& g = m.gpus[0];
+    EXPECT_EQ(g.name, "NVIDIA H100 80GB HBM3");
+    EXPECT_EQ(g.uuid, "GPU-2cc41057-643d-2ed0-407e-b6813ab1ea5b");
+    EXPECT_EQ(g.pci_bus_id, "00000000:00:06.0");
+    EXPECT_EQ(g.memory_total_bytes.value, 81559 * MiB);
+    EXPECT_EQ(g.memory_used_bytes.value, 7155 * MiB);
+    EXPECT_EQ(g.memory_free_bytes.value, 73925 * MiB);
+    EXPECT_EQ(g.memory_total_bytes.value - g.memory_used_bytes.value - g.memory_free_bytes.value, 479 * MiB);
+    EXPECT_EQ(g.gpu_utilization_percent.value, 95.0);
+    EXPECT_EQ(g.temperature_celsius.value, 56.0);
+    EXPECT_EQ(g.power_draw_watts.value, 690.90);
+    EXPECT_EQ(g.power_limit_watts.value, 700.0);
+    EXPECT_EQ(g.sm_clock_mhz.value, 1500u);
+    EXPECT_EQ(g.fan_percent.state, FieldState::not_available);  // "[N/A]": a passively cooled board
+    EXPECT_EQ(g.ecc_corrected_errors.value, 0u);
+    EXPECT_EQ(g.mig_enabled.value, false);
+    ASSERT_EQ(g.processes.size(), 1u);
+    EXPECT_EQ(g.processes[0].pid, 465u);
+    EXPECT_EQ(g.processes[0].name, "python3");
+    EXPECT_EQ(g.processes[0].memory_bytes.value, 7146 * MiB);
+
+    const Machine idle = machine("h100_580_idle");
+    EXPECT_EQ(joined(idle.warnings), "");
+    ASSERT_EQ(idle.gpus.size(), 1u);
+    EXPECT_EQ(idle.gpus[0].memory_used_bytes.value, 0u);
+    EXPECT_EQ(idle.gpus[0].gpu_utilization_percent.value, 0.0);
+    EXPECT_EQ(idle.gpus[0].processes_state, FieldState::ok);  // ok and empty
+    EXPECT_TRUE(idle.gpus[0].processes.empty());
+}
+
 TEST(SmiFixture, A100MigDriver470WithUnitSuffixes) {
     const Machine m = machine("a100_mig_470");
     EXPECT_EQ(joined(m.warnings), "");

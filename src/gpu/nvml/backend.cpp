@@ -139,8 +139,24 @@ private:
 };
 
 // Total, used and (given `free`) free memory of a GPU or a MIG instance.
+// The _v2 call where the driver has it, so that NVML and nvidia-smi report
+// the same `used`; the v1 call (reservation included) where it has not, or
+// where it refuses the struct version.
 void read_memory(const DeviceQuery& q, const nvml::Functions& f, Device device, Reading<uint64_t>& total,
                  Reading<uint64_t>& used, Reading<uint64_t>* free) {
+    if (f.memory_info_v2 != nullptr) {
+        nvml::MemoryV2 m{};
+        m.version = nvml::memory_v2_version;
+        const Return r = f.memory_info_v2(device, &m);
+        if (r != nvml::error_argument_version_mismatch && r != nvml::error_not_supported &&
+            r != nvml::error_function_not_found) {
+            const FieldState s = q.check(r, "nvmlDeviceGetMemoryInfo_v2");
+            total = reading<uint64_t>(s, m.total);
+            used = reading<uint64_t>(s, m.used);
+            if (free != nullptr) *free = reading<uint64_t>(s, m.free);
+            return;
+        }
+    }
     nvml::Memory m{};
     const FieldState s = q.check(f.memory_info(device, &m), "nvmlDeviceGetMemoryInfo");
     total = reading<uint64_t>(s, m.total);

@@ -73,6 +73,7 @@ Library Library::open(const std::string& name) {
     f.pci_info_legacy =
         bind(raw, f.pci_info, {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo"}) == 2;
     bind(raw, f.memory_info, {"nvmlDeviceGetMemoryInfo"});
+    bind(raw, f.memory_info_v2, {"nvmlDeviceGetMemoryInfo_v2"});
     bind(raw, f.utilization, {"nvmlDeviceGetUtilizationRates"});
     bind(raw, f.temperature_v, {"nvmlDeviceGetTemperatureV"});
     bind(raw, f.temperature, {"nvmlDeviceGetTemperature"});

@@ -34,9 +34,18 @@ inline constexpr unsigned no_instance = 0xFFFFFFFFu;              // gpuInstance
 inline constexpr unsigned name_buffer = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
 inline constexpr unsigned uuid_buffer = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
 
-struct Memory {  // nvmlMemory_t (v1)
+struct Memory {  // nvmlMemory_t (v1): `used` counts the driver's reservation
     unsigned long long total, free, used;
 };
+
+// nvmlMemory_v2_t (R510 and later): the reservation apart, so `used` is what
+// nvidia-smi prints (on an H100 with R580 the two differ by 480 MiB).
+struct MemoryV2 {
+    unsigned version;
+    unsigned long long total, reserved, free, used;
+};
+// NVML_STRUCT_VERSION(Memory, 2): the size in the low bits, 2 in the top byte.
+inline constexpr unsigned memory_v2_version = static_cast<unsigned>(sizeof(MemoryV2)) | (2u << 24);
 
 struct Utilization {  // nvmlUtilization_t
     unsigned gpu, memory;
@@ -98,6 +107,7 @@ struct Functions {
     Return (*pci_info)(Device, PciInfo*) = nullptr;
     bool pci_info_legacy = false;  // unversioned: read busIdLegacy
     Return (*memory_info)(Device, Memory*) = nullptr;
+    Return (*memory_info_v2)(Device, MemoryV2*) = nullptr;
     Return (*utilization)(Device, Utilization*) = nullptr;
     Return (*temperature_v)(Device, TemperatureV1*) = nullptr;
     Return (*temperature)(Device, unsigned, unsigned*) = nullptr;
