@@ -274,7 +274,11 @@ class ElasticTrainer:
                                      f"{self.args.shards} shards x {self.args.epochs} epochs: {e}")
             path = checkpoint_file(self.args.checkpoint, self.m.member, CHECKPOINT_KIND)
             if path is not None:
-                owner = (self.m.job, job_created_at(client, self.m.job), fingerprint(self.args))
+                try:
+                    created_at = job_created_at(client, self.m.job)
+                except ValueError as e:
+                    raise SystemExit(f"train_numpy.py: {e}")
+                owner = (self.m.job, created_at, fingerprint(self.args))
                 self.checkpoint = Checkpoint(path, owner, CHECKPOINT_KIND)
         finally:
             client.close()

@@ -18,6 +18,7 @@ a shard the coordinator counts is in every rank's state and file.
 """
 
 import os
+import re
 import sys
 import time
 
@@ -31,6 +32,8 @@ import cohort.torch
 from checkpoint_file import Checkpoint, checkpoint_file, job_created_at
 
 KIND = "train_elastic"  # the checkpoint files' kind
+# How a comm hook's cohort error reads once DDP re-raised it: "...: PeerFailed: allreduce #3 ..."
+COHORT_ERROR_IN_DDP = re.compile(r"\b(PeerFailed|Closed|Timeout|Unavailable|Mismatch|InternalError): ")
 
 
 def brief(error):
@@ -86,7 +89,11 @@ class ElasticTrainer:
                                      f"{self.args.shards} shards x {self.args.epochs} epochs: {e}")
             path = checkpoint_file(self.args.checkpoint, self.m.member, KIND)
             if path is not None:
-                owner = (self.m.job, job_created_at(client, self.m.job), self.fingerprint)
+                try:
+                    created_at = job_created_at(client, self.m.job)
+                except ValueError as e:
+                    raise SystemExit(f"train_elastic.py: {e}")
+                owner = (self.m.job, created_at, self.fingerprint)
                 self.checkpoint = Checkpoint(path, owner, KIND)
         finally:
             client.close()
@@ -197,13 +204,17 @@ class ElasticTrainer:
     def collective(self, run):
         """Runs collectives under one sequence number; the error text, or None.
         DDP raises a failed bucket's cohort error as a RuntimeError that
-        names it."""
+        names it; any other RuntimeError is a bug, not a broken world."""
         self.seq += 1
         seq = self.seq
         self.m.set_collective(seq, True)
         try:
             run()
-        except (cohort.Error, RuntimeError) as e:
+        except cohort.Error as e:
+            return str(e)
+        except RuntimeError as e:
+            if not COHORT_ERROR_IN_DDP.search(str(e)):
+                raise
             return str(e)
         finally:
             self.m.set_collective(seq, False)
