@@ -73,15 +73,16 @@ class ElasticTrainer:
     def client(self):
         url = os.environ["COHORT_COORDINATOR"]
         return cohort.CoordinatorClient(url if "://" in url else "http://" + url,
-                                             token=os.environ.get("COHORT_COORDINATOR_TOKEN"))
+                                        token=os.environ.get("COHORT_COORDINATOR_TOKEN"))
 
     def prepare_job(self):
         """Registers the dataset plan and opens this worker's checkpoint."""
         client = self.client()
         try:
             if self.args.register:
-                plan = {"shards": [{"id": f"digits-{i:03}", "bytes": int(self.data.bounds[i + 1] - self.data.bounds[i])}
-                                   for i in range(self.args.shards)], "epochs": self.args.epochs}
+                sizes = np.diff(self.data.bounds) * 65 * 4  # a sample: 64 pixels and a label
+                plan = {"shards": [{"id": f"digits-{i:03}", "bytes": int(n)} for i, n in enumerate(sizes)],
+                        "epochs": self.args.epochs}
                 try:
                     client.register_dataset(self.m.job, plan)
                 except cohort.Mismatch as e:
