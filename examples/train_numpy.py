@@ -6,7 +6,9 @@ from the gradients of every shard. Workers lease shards from the
 coordinator, all-reduce their gradients and, whenever the world changes,
 sync the training state, so every shard counts exactly once per epoch
 whoever computed it and however many workers die (the algorithm is
-described in examples/cohort_train/elastic_loop.hpp). The data is the same
+described in examples/cohort_train/elastic_loop.hpp). Each worker keeps
+its state in a checkpoint file, as cohort-train does, so the job finishes
+even when every worker restarts (checkpoint_file.py). The data is the same
 as cohort-train's, bit for bit, so the two end with the same weights.
 
     train_numpy.py --reference                 # one process, no coordinator
@@ -26,9 +28,13 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # checkpoint_file.py
 sys.path.insert(0, os.path.join(HERE, "..", "python"))  # the in-tree binding, when not installed
 
+from checkpoint_file import Checkpoint, checkpoint_file, job_created_at  # noqa: E402
+
 TOLERANCE = 1e-9
+CHECKPOINT_KIND = "train_numpy"
 MASK = (1 << 64) - 1
 GAMMA = 0x9E3779B97F4A7C15   # splitmix64's increment
 STREAM = 0xD1B54A32D192ED03  # spreads stream numbers apart
@@ -248,23 +254,56 @@ class ElasticTrainer:
         self.held = []        # leased, not trained yet
         self.pending = []     # in the state, to report after the next collective
         self.everyone_idle = True
+        self.checkpoint = None
+        self.checkpoint_failing = False
 
     def say(self, text):
         print(self.prefix + text, flush=True)
 
     def prepare_job(self):
-        if not self.args.register:
-            return
+        """Registers the dataset plan and opens this worker's checkpoint."""
         url = os.environ["COHORT_COORDINATOR"]
         client = self.cohort.CoordinatorClient(url if "://" in url else "http://" + url,
                                                token=os.environ.get("COHORT_COORDINATOR_TOKEN"))
         try:
-            client.register_dataset(self.m.job, plan(self.args))
-        except self.cohort.Mismatch as e:
-            raise SystemExit(f"train_numpy.py: job '{self.m.job}' has another dataset plan than "
-                             f"{self.args.shards} shards x {self.args.epochs} epochs: {e}")
+            if self.args.register:
+                try:
+                    client.register_dataset(self.m.job, plan(self.args))
+                except self.cohort.Mismatch as e:
+                    raise SystemExit(f"train_numpy.py: job '{self.m.job}' has another dataset plan than "
+                                     f"{self.args.shards} shards x {self.args.epochs} epochs: {e}")
+            path = checkpoint_file(self.args.checkpoint, self.m.member, CHECKPOINT_KIND)
+            if path is not None:
+                try:
+                    created_at = job_created_at(client, self.m.job)
+                except ValueError as e:
+                    raise SystemExit(f"train_numpy.py: {e}")
+                owner = (self.m.job, created_at, fingerprint(self.args))
+                self.checkpoint = Checkpoint(path, owner, CHECKPOINT_KIND)
         finally:
             client.close()
+        if self.checkpoint is None:
+            return
+        values, note = self.checkpoint.load(len(self.state.serialize()))
+        s = self.state
+        if values is not None:
+            s.deserialize(np.array(values))
+            self.say(f"resumed from checkpoint {self.checkpoint.path} (restart "
+                     f"{os.environ.get('COHORT_RESTART_COUNT', '0')}): epoch {s.epoch + 1}, step "
+                     f"{s.applied_steps}, {int(s.included.sum())}/{self.args.shards} shards in")
+        elif note:
+            self.say(note)
+
+    def save_checkpoint(self):
+        if self.checkpoint is None:
+            return
+        try:
+            self.checkpoint.save(self.state.serialize())
+            self.checkpoint_failing = False
+        except OSError as e:
+            if not self.checkpoint_failing:
+                self.say(f"{e.strerror} (training goes on; a restart would begin again)")
+            self.checkpoint_failing = True
 
     def run(self):
         self.prepare_job()
@@ -375,6 +414,7 @@ class ElasticTrainer:
         if error is not None:
             raise self.cohort.PeerFailed(f"state sync failed: {error}")
         self.state.deserialize(data)
+        self.save_checkpoint()
         s = self.state
         self.say(f"state from rank {root}: epoch {s.epoch + 1}, step {s.applied_steps}, "
                  f"{int(s.included.sum())}/{self.args.shards} shards in")
@@ -488,6 +528,9 @@ class ElasticTrainer:
                 loss, steps = s.history[-1]
                 self.say(f"epoch {epoch + 1}/{args.epochs}: loss {loss:.6g} ({args.shards} shards, {steps} steps)")
         self.everyone_idle = sums[d + 2] == 0
+        # Before the next collective, after which this step's shards are
+        # reported done (examples/cohort_train/checkpoint.hpp says why).
+        self.save_checkpoint()
 
         step_time = time.monotonic() - start
         self.m.record_step(s.applied_steps, step_time=step_time,
@@ -561,6 +604,8 @@ def parse_args(argv):
                    help="rank 0 compares with the reference at the end (default)")
     p.add_argument("--no-check", dest="check", action="store_false")
     p.add_argument("--weights-out", metavar="FILE", help="write the final weights as JSON (rank 0)")
+    p.add_argument("--checkpoint", metavar="FILE", help="this worker's checkpoint (default: "
+                   "$COHORT_CHECKPOINT_DIR/train_numpy-LOCAL_RANK.ckpt, when set)")
     p.add_argument("--register", dest="register", action="store_true", default=True,
                    help="register the dataset plan with the job (default)")
     p.add_argument("--no-register", dest="register", action="store_false")
@@ -576,6 +621,8 @@ def parse_args(argv):
         p.error("--lr must be positive, --noise and --step-ms at least 0")
     if args.world_timeout <= 0 or args.collective_timeout <= 0:
         p.error("--world-timeout and --collective-timeout must be positive")
+    if args.checkpoint == "":
+        p.error("--checkpoint: needs a file name")
     return args
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs cohort's build and test dependencies from Debian 12's packages.
 # Idempotent: does nothing (and needs no network) when all are present.
+# Also puts scikit-learn's digits data set where examples/torch finds it.
 set -euo pipefail
 
 packages=(
@@ -19,17 +20,35 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all ${#packages[@]} packages present"
-  exit 0
-fi
-
-echo "deps: installing ${missing[*]}"
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "deps: run as root or install sudo" >&2; exit 1; }
   sudo="sudo"
 fi
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#packages[@]} packages present"
+else
+  echo "deps: installing ${missing[*]}"
+  [ -z "$sudo" ] || command -v sudo >/dev/null || { echo "deps: run as root or install sudo" >&2; exit 1; }
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# scikit-learn's digits (examples/torch/train_elastic.py). Debian 12's
+# python3-sklearn cannot be installed beside libboost1.81-dev (through
+# python3-scipy it needs python3-pythran, which needs libboost-dev, 1.74,
+# and the two conflict), so take the data file out of the package instead
+# of installing it.
+digits=/usr/local/share/cohort/digits.csv.gz
+sklearn_digits=/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz
+if [ ! -e "$digits" ] && [ ! -e "$sklearn_digits" ]; then
+  echo "deps: extracting $digits from Debian's python3-sklearn package"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  chmod 755 "$tmp"  # apt's download user writes there
+  (cd "$tmp" && apt-get download python3-sklearn >/dev/null 2>&1) ||
+    { $sudo apt-get update -q && (cd "$tmp" && apt-get download python3-sklearn); }
+  dpkg-deb --fsys-tarfile "$tmp"/python3-sklearn_*.deb | tar -x -C "$tmp" ".$sklearn_digits"
+  $sudo install -D -m 644 "$tmp$sklearn_digits" "$digits"
+fi
