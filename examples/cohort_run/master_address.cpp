@@ -23,10 +23,11 @@ using cohort::Errc;
 using cohort::Error;
 
 // The local address the kernel would send from to reach `host`: connecting
-// a UDP socket sends nothing, it only picks the route.
-std::optional<std::string> route_to(const std::string& host) {
+// a UDP socket sends nothing, it only picks the route. IPv4 first: a
+// MASTER_ADDR of "localhost" should read 127.0.0.1, not ::1.
+std::optional<std::string> route_to(const std::string& host, int family) {
     addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
+    hints.ai_family = family;
     hints.ai_socktype = SOCK_DGRAM;
     addrinfo* found = nullptr;
     if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr) return std::nullopt;
@@ -48,6 +49,11 @@ std::optional<std::string> route_to(const std::string& host) {
     }
     ::freeaddrinfo(found);
     return out;
+}
+
+std::optional<std::string> route_to(const std::string& host) {
+    if (auto v4 = route_to(host, AF_INET)) return v4;
+    return route_to(host, AF_INET6);
 }
 
 bool wildcard(const std::string& host) {

@@ -102,7 +102,13 @@ Launcher::Round Launcher::await_round(uint64_t after, double deadline) {
             formed = false;
             continue;
         }
-        const cohort::MemberWorld w = client_->world(o_.job, s.worker, members.empty());
+        cohort::MemberWorld w;
+        try {
+            w = client_->world(o_.job, s.worker, members.empty());
+        } catch (const Error& e) {
+            if (e.code() == Errc::mismatch) return Round::moved_on;  // a newer round formed without it
+            throw;
+        }
         if (!w.active || w.generation != slots_.front().generation) return Round::moved_on;
         s.rank = w.rank;
         s.world_size = w.world_size;
@@ -230,9 +236,8 @@ void Launcher::restart_world(const std::string& why, double delay) {
     json::object f;
     f["restart"] = group_restarts_;
     f["reason"] = why;
-    log_.emit(
-        "restarting", std::move(f),
-        fmt::format("restarting every worker (TORCHELASTIC_RESTART_COUNT {}): {}", group_restarts_, why));
+    log_.emit("restarting", std::move(f),
+              fmt::format("restarting every worker (TORCHELASTIC_RESTART_COUNT {}): {}", group_restarts_, why));
     // The old world's processes, stopped ones and those that died by
     // themselves alike, are done with: none of their exits is news now.
     for (Slot& s : slots_) s.join_first = !s.running;
