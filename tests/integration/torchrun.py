@@ -22,6 +22,9 @@ launchers' exit status, their events files and the script's output. Cases:
                      can save it: b sees a's worker fail in the job's state
                      (`world_changed`), restarts its worker too, and both
                      finish in the new world
+  budget             --restart all --max-restarts 1, two workers that always
+                     exit 3: one group restart, then the launcher gives up
+                     (the budget named), stops its workers and exits 1
   bad_flags          --restart and --master-addr with bad values: exit 2, the
                      flag named on stderr, nothing started
 
@@ -208,6 +211,21 @@ def case_restart_all_two(tools, workdir):
           f"restarted its own; both finished, checksum {checksum}", flush=True)
 
 
+def case_budget(tools, workdir):
+    launcher = runs.Launcher(tools, workdir, "budget",
+                             ["--nproc-per-node", "2", *JOB_FLAGS, "--node-id", "budget", "--restart", "all",
+                              "--max-restarts", "1"],
+                             ["/bin/sh", "-c", "exit 3"])
+    status = launcher.wait(60)
+    events = runs.check_done(launcher, status, 1)
+    check(len(launcher.of("restarting")) == 1, f"budget: expected one group restart{launcher.describe()}")
+    done = events[-1].get("reason", "")
+    check("gave up" in done and "budget 1 used up" in done,
+          f"budget: `done` does not say the budget is used up: {done!r}{launcher.describe()}")
+    check(len(launcher.of("worker_started")) == 4, f"budget: expected 2 worlds of 2 workers{launcher.describe()}")
+    print(f"budget: one restart, then exit 1: {done}", flush=True)
+
+
 def case_bad_flags(tools, workdir):
     bad = [
         (["--restart", "sometimes"], "--restart: 'sometimes' is not a mode"),
@@ -229,7 +247,7 @@ def case_bad_flags(tools, workdir):
 
 
 CASES = {"one_launcher": case_one_launcher, "two_launchers": case_two_launchers, "restart_all": case_restart_all,
-         "restart_all_two": case_restart_all_two, "bad_flags": case_bad_flags}
+         "restart_all_two": case_restart_all_two, "budget": case_budget, "bad_flags": case_bad_flags}
 
 
 def clean_up():
