@@ -675,7 +675,11 @@ int Launcher::run() {
         so.max_node_relaunches = o_.max_restarts;
         so.max_job_relaunches = o_.max_restarts;
         if (o_.restart == RestartMode::all) {
-            so.blacklist.after_failures = 0;  // a group restart places nothing: no host to keep off
+            // A group restart places nothing (no host to keep off) and brings
+            // every worker back: the auto-scaler's count of the workers left
+            // would warn of a world below min_nodes that never forms.
+            so.blacklist.after_failures = 0;
+            so.min_nodes = 0;
         }
         if (!o_.rules.empty()) {
             scaler_ = std::make_unique<cohort::AutoScaler>(so, std::filesystem::path(o_.rules));
