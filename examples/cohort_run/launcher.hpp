@@ -44,9 +44,6 @@ private:
         // The launcher heartbeats for a worker it joined until the worker's
         // own heartbeats show up: a program may take seconds to start.
         bool beat_for = false;
-        // --restart all: its process had ended before the group restart. It
-        // joins first, so that a round never closes on the survivors alone.
-        bool join_first = false;
         uint64_t beats_sent = 0;
         uint64_t generation = 0;
         std::optional<uint32_t> rank, world_size, node_rank;
@@ -67,9 +64,10 @@ private:
     Round await_round(uint64_t after, double deadline);
     std::optional<MasterAddress> agree_master(double deadline);
     // Joins, waits for the round and rank 0's address, and starts every
-    // place's worker, not before `not_before`. Throws Error(timeout) past
-    // world_wait() under --restart all.
-    void start_world(double not_before);
+    // place's worker, not before `not_before`; the `retired` ids of the old
+    // world's processes are reported failed once the new ones wait. Throws
+    // Error(timeout) past world_wait() under --restart all.
+    void start_world(double not_before, const std::vector<std::string>& retired = {});
     void launch_slot(Slot& slot);
     // --restart all: stop every local worker and start_world again.
     void restart_world(const std::string& why, double delay);

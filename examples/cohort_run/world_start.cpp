@@ -53,16 +53,7 @@ bool Launcher::beat(Slot& slot, uint64_t generation, cohort::HeartbeatReply* rep
 }
 
 void Launcher::join_slots() {
-    std::vector<Slot*> order;
     for (Slot& s : slots_) {
-        if (s.join_first) order.push_back(&s);
-    }
-    for (Slot& s : slots_) {
-        if (!s.join_first) order.push_back(&s);
-    }
-    for (Slot* slot : order) {
-        Slot& s = *slot;
-        s.join_first = false;
         cohort::MemberDescriptor d;
         d.id = s.worker;
         d.host = o_.node_id;
@@ -169,12 +160,19 @@ std::optional<MasterAddress> Launcher::agree_master(double deadline) {
                             o_.job, generation, kMasterKey, world_wait()));
 }
 
-void Launcher::start_world(double not_before) {
+void Launcher::start_world(double not_before, const std::vector<std::string>& retired) {
     const uint64_t before = world_.generation;
     const double deadline = log_.now() + world_wait();
     master_.reset();
-    for (;;) {
+    for (int attempt = 0;; ++attempt) {
         join_slots();
+        // Only now, with the new ids waiting: a world with no live member
+        // left closes at once, on whichever id came first. Reported failed,
+        // the old ids give back their shard leases, and the other
+        // launchers see the world break.
+        for (const std::string& id : attempt == 0 ? retired : std::vector<std::string>{}) {
+            report_failed(id, "stopped for a restart of the group (--restart all)");
+        }
         const Round round = await_round(before, deadline);
         const bool formed = round == Round::formed;
         if (round == Round::not_formed && o_.restart == RestartMode::all) {
@@ -240,17 +238,22 @@ void Launcher::restart_world(const std::string& why, double delay) {
               fmt::format("restarting every worker (TORCHELASTIC_RESTART_COUNT {}): {}", group_restarts_, why));
     // The old world's processes, stopped ones and those that died by
     // themselves alike, are done with: none of their exits is news now.
-    for (Slot& s : slots_) s.join_first = !s.running;
     scheduler_->stop_all(std::chrono::milliseconds(static_cast<int64_t>(o_.grace * 1000)));
     scheduler_->poll();
     deferred_.clear();
+    // Each process of the new world joins under a new id (NODE-R.K): one
+    // that rejoined under its old id would keep the shard leases the
+    // stopped process held, and nothing would ever give them back.
+    std::vector<std::string> retired;
     for (Slot& s : slots_) {
+        retired.push_back(s.worker);
+        s.worker = fmt::format("{}-{}.{}", o_.node_id, s.local_rank, group_restarts_);
         s.running = false;
         s.finished = false;
         s.restarts = group_restarts_;
         s.ended = "stopped for a group restart";
     }
-    start_world(not_before);
+    start_world(not_before, retired);
 }
 
 void Launcher::check_world(const JobView& job) {

@@ -57,7 +57,9 @@ SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchrun_scri
 JOB_FLAGS = ["--heartbeat-interval", "0.2", "--failure-timeout", "3", "--last-call", "1", "--progress", "0",
              "--grace", "3", "--relaunch-delay", "0.2"]
 EPOCHS = 3
-CHECKSUM = re.compile(r"rank (\d+): finished (\d+) epochs in a world of (\d+), parameter checksum (\S+)")
+# The workers share the launcher's stdout: a line may run into the next
+# one's start, so nothing here relies on line ends.
+CHECKSUM = re.compile(r"rank (\d+): finished (\d+) epochs in a world of (\d+), parameter checksum (-?\d+\.\d+)")
 
 servers = []  # cohort-coordinator processes, for the clean-up
 
