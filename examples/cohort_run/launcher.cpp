@@ -17,9 +17,6 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 namespace cohort_run {
@@ -49,22 +46,6 @@ json::array to_array(const std::vector<std::string>& items) {
 }
 
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-// A port nothing listens on now, for rank 0 to listen on; 0 when none.
-uint16_t free_local_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return 0;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    uint16_t port = 0;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-        port = ntohs(addr.sin_port);
-    ::close(fd);
-    return port;
-}
 
 }  // namespace
 
@@ -120,6 +101,7 @@ void Launcher::connect() {
         // through loopback.
         const bool wildcard = o_.host == "0.0.0.0" || o_.host == "::" || o_.host == "[::]";
         url_ = wildcard ? fmt::format("http://127.0.0.1:{}", server_->port()) : server_->url();
+        advertised_ = advertised_address(o_.master_addr, o_.host);
     } else {
         std::string where = o_.coordinator;
         if (where.rfind("http://", 0) == 0) where = where.substr(7);
@@ -130,8 +112,17 @@ void Launcher::connect() {
                         fmt::format("--coordinator: '{}' is not HOST:PORT", o_.coordinator));
         }
         url_ = "http://" + where;
+        std::string host = where.substr(0, colon);
+        if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+        advertised_ = advertised_address(o_.master_addr, host);
     }
-    master_port_ = free_local_port();
+    if (o_.nnodes_max == 1 && o_.restart == RestartMode::survivors) {
+        try {
+            master_port_ = free_port();
+        } catch (const Error&) {
+            // No MASTER_PORT then: the workers' own setup says what is missing.
+        }
+    }
     client_ = std::make_unique<cohort::CoordinatorClient>(url_);
     json::object f;
     f["url"] = url_;
@@ -182,9 +173,13 @@ cohort::WorkerSpec Launcher::spec_for(Slot& slot, bool joined) {
     env["LOCAL_RANK"] = std::to_string(slot.local_rank);
     env["LOCAL_WORLD_SIZE"] = std::to_string(o_.nproc_per_node);
     // torchrun's rendezvous: rank 0 listens on MASTER_PORT (torch's env://
-    // TCPStore, cohort's communicator_from_env). All ranks are on this
-    // machine only when the job spans one launcher.
-    if (o_.nnodes_max == 1 && master_port_ != 0) {
+    // TCPStore, cohort's communicator_from_env). A world started here has
+    // its own from the store; a worker relaunched into the survivors' world
+    // gets it only when every rank is on this machine and the port is fixed.
+    if (joined && master_) {
+        env["MASTER_ADDR"] = master_->addr;
+        env["MASTER_PORT"] = std::to_string(master_->port);
+    } else if (o_.nnodes_max == 1 && o_.restart == RestartMode::survivors && master_port_ != 0) {
         env["MASTER_ADDR"] = "127.0.0.1";
         env["MASTER_PORT"] = std::to_string(master_port_);
     }
@@ -206,68 +201,6 @@ Launcher::Slot* Launcher::slot_of(std::string_view worker) {
         if (s.worker == worker) return &s;
     }
     return nullptr;
-}
-
-void Launcher::start_first_workers() {
-    for (Slot& s : slots_) {
-        cohort::MemberDescriptor d;
-        d.id = s.worker;
-        d.host = o_.node_id;
-        const cohort::JoinReply r = client_->join(o_.job, d);
-        if (r.rank) s.rank = r.rank;
-        s.beat_for = true;
-    }
-    // Heartbeat for them until their round closes, so that RANK and
-    // WORLD_SIZE are known when they start (as under torchrun); a round
-    // that needs other nodes may take a while, but not forever.
-    const double deadline = log_.now() + std::max(60.0, 3 * o_.last_call + 10);
-    double next_beat = 0;
-    while (log_.now() < deadline) {
-        if (const int sig = signals::take()) throw signals::Stop{sig};
-        bool all = true;
-        if (log_.now() >= next_beat) {
-            for (Slot& s : slots_) {
-                try {
-                    const cohort::HeartbeatReply r = client_->heartbeat(o_.job, s.worker, 0);
-                    if (r.rank) {
-                        s.rank = r.rank;
-                        s.world_size = r.world_size;
-                        s.generation = r.generation;
-                    }
-                } catch (const Error&) {
-                    // A round closing between the join and this beat; read below.
-                }
-            }
-            next_beat = log_.now() + std::min(0.25, o_.heartbeat_interval / 2);
-        }
-        for (const Slot& s : slots_) all = all && s.world_size.has_value();
-        if (all) break;
-        sleep_ms(20);
-    }
-    for (Slot& s : slots_) {
-        if (s.rank) {
-            const cohort::MemberWorld w = client_->world(o_.job, s.worker, false);
-            if (w.active) {
-                s.rank = w.rank;
-                s.world_size = w.world_size;
-                s.node_rank = w.node_rank;
-                s.generation = w.generation;
-            }
-        }
-        scheduler_->launch(spec_for(s, true));
-        json::object f;
-        f["worker"] = s.worker;
-        f["local_rank"] = s.local_rank;
-        f["pid"] = scheduler_->pid(s.worker);
-        f["restart"] = s.restarts;
-        if (s.rank) f["rank"] = *s.rank;
-        if (s.world_size) f["world_size"] = *s.world_size;
-        log_.emit("worker_started", std::move(f),
-                  s.rank ? fmt::format("worker {} started (pid {}, rank {} of {})", s.worker,
-                                       scheduler_->pid(s.worker), *s.rank, *s.world_size)
-                         : fmt::format("worker {} started (pid {}; its round has not closed yet)", s.worker,
-                                       scheduler_->pid(s.worker)));
-    }
 }
 
 cohort::WorkerSpec Launcher::make_worker(const cohort::PlanStep& step) {
@@ -340,8 +273,12 @@ void Launcher::act(const cohort::ScalingEvent& event, double delay) {
                 ++free;
             }
         } else if (step.kind == cohort::StepKind::restart_all) {
+            // --restart all joins them again instead: a member marked failed
+            // would let the round close on the first place to rejoin.
             for (Slot& s : slots_) {
-                if (s.running) report_failed(s.worker, "restarted by the launcher: " + step.reason);
+                if (s.running && o_.restart == RestartMode::survivors) {
+                    report_failed(s.worker, "restarted by the launcher: " + step.reason);
+                }
             }
         } else if (step.kind == cohort::StepKind::relaunch) {
             if (Slot* s = slot_of(step.node); s != nullptr && s->running) {
@@ -371,6 +308,20 @@ void Launcher::act(const cohort::ScalingEvent& event, double delay) {
     f["warnings"] = to_array(plan.warnings);
     std::string text = cohort::describe(plan);
     std::replace(text.begin(), text.end(), '\n', ';');
+    if (o_.restart == RestartMode::all) {
+        // The scheduler's restart_all relaunches each worker alone; a torch
+        // world needs every place joined, one round and a new MASTER_PORT.
+        log_.emit("plan", std::move(f), "plan: " + text);
+        const auto restart = std::find_if(plan.steps.begin(), plan.steps.end(), [](const cohort::PlanStep& st) {
+            return st.kind == cohort::StepKind::restart_all;
+        });
+        if (restart != plan.steps.end()) {
+            restart_world(restart->reason, delay);
+        } else {
+            give_up(plan.warnings.empty() ? "the policy did not restart the workers" : plan.warnings.front());
+        }
+        return;
+    }
     if (delay > 0 && !plan.steps.empty()) {
         f["delay"] = delay;
         log_.emit("plan", std::move(f), fmt::format("plan (in {:g} s): {}", delay, text));
@@ -399,8 +350,16 @@ void Launcher::on_exits() {
         Slot* slot = slot_of(e.id);
         if (slot == nullptr || e.stopped) continue;  // we stopped it: a plan step said why
         slot->running = false;
-        slot->beat_for = false;
         if (e.succeeded()) {
+            // A program that never heartbeats by itself (a torch script) is
+            // said goodbye for, or its silence would read as a failure.
+            if (slot->beat_for) {
+                try {
+                    client_->leave(o_.job, e.id);
+                } catch (const Error&) {
+                }
+            }
+            slot->beat_for = false;
             slot->finished = true;
             slot->ended = "finished (exit 0)";
             json::object f;
@@ -409,6 +368,7 @@ void Launcher::on_exits() {
             continue;
         }
         ++failures_;
+        slot->beat_for = false;
         slot->ended = e.message;
         json::object f;
         f["worker"] = e.id;
@@ -424,6 +384,8 @@ void Launcher::on_exits() {
         event.detail = e.message;
         if (e.kind == cohort::ExitKind::exited) event.exit_code = e.exit_code;
         act(event, o_.relaunch_delay);
+        // The rest of this batch are the old world's processes.
+        if (o_.restart == RestartMode::all) return;
         const bool relaunching = std::any_of(deferred_.begin(), deferred_.end(), [&](const auto& d) {
             return std::any_of(d.second.steps.begin(), d.second.steps.end(), [&](const cohort::PlanStep& st) {
                 return st.kind == cohort::StepKind::relaunch && st.node == e.id;
@@ -439,12 +401,8 @@ void Launcher::on_exits() {
 void Launcher::heartbeat_for_workers() {
     for (Slot& s : slots_) {
         if (!s.beat_for || !s.running) continue;
-        try {
-            client_->heartbeat(o_.job, s.worker, s.generation);
-            ++s.beats_sent;
-        } catch (const Error&) {
-            s.beat_for = false;  // a new round, or the worker moved on: it is on its own
-        }
+        // Refused: a new round, or the worker moved on: it is on its own (--restart all: check_world sees it).
+        if (!beat(s, s.generation, nullptr) && o_.restart == RestartMode::survivors) s.beat_for = false;
     }
 }
 
@@ -489,7 +447,9 @@ void Launcher::on_job(const JobView& job) {
         const auto it = job.members.find(s.worker);
         if (it == job.members.end() || !s.running) continue;
         const MemberView& m = it->second;
-        if (s.beat_for && m.heartbeats > s.beats_sent) s.beat_for = false;  // its own heartbeats arrive
+        // Its own heartbeats arrive. (--restart all keeps beating: one a
+        // client gave up on but the server counted must not stop it.)
+        if (s.beat_for && m.heartbeats > s.beats_sent && o_.restart == RestartMode::survivors) s.beat_for = false;
         // Once per process: a relaunched worker keeps its id and may straggle again.
         if (m.straggler && acted_.insert(fmt::format("{}#straggler#{}", s.worker, s.starts)).second) {
             ++stragglers_;
@@ -646,26 +606,9 @@ int Launcher::stop(int signal) {
     return finish(128 + signal, fmt::format("stopped by {}", strsignal(signal)));
 }
 
-int Launcher::run() {
-    try {
-        connect();
-        create_job();
-        make_checkpoint_dir();
-        cohort::ScalingOptions so;
-        so.min_nodes = o_.min_workers;
-        so.max_nodes = std::max(o_.min_workers, o_.nnodes_max * o_.nproc_per_node);
-        so.max_node_relaunches = o_.max_restarts;
-        so.max_job_relaunches = o_.max_restarts;
-        scaler_ = o_.rules.empty() ? std::make_unique<cohort::AutoScaler>(so)
-                                   : std::make_unique<cohort::AutoScaler>(so, std::filesystem::path(o_.rules));
-        scheduler_ = std::make_unique<cohort::LocalScheduler>(
-            [this](const cohort::PlanStep& step) { return make_worker(step); },
-            std::chrono::milliseconds(static_cast<int64_t>(o_.grace * 1000)));
-        start_first_workers();
-    } catch (const signals::Stop& s) {
-        if (scheduler_) return stop(s.signal);
-        return 128 + s.signal;
-    }
+// Watches the workers and the job until every worker is gone; returns the
+// signal that stopped it, or 0.
+int Launcher::supervise() {
     cohort::CoordinatorClientOptions quick;
     quick.retry_deadline = std::chrono::milliseconds(0);  // the loop asks again soon anyway
     quick.request_timeout = std::chrono::seconds(2);
@@ -674,7 +617,7 @@ int Launcher::run() {
     double next_poll = 0, next_beat = 0, next_progress = o_.progress;
     std::string last_error;
     for (;;) {
-        if (const int sig = signals::take()) return stop(sig);
+        if (const int sig = signals::take()) return sig;
         const double now = log_.now();
         if (o_.kill_rank && !killed && now >= o_.kill_after) {
             killed = true;
@@ -690,16 +633,15 @@ int Launcher::run() {
         }
         on_exits();
         run_due_plans();
-        if (finished() && deferred_.empty()) break;
+        if (finished() && deferred_.empty()) return 0;
         if (now >= next_beat) {
             heartbeat_for_workers();
             next_beat = now + o_.heartbeat_interval / 2;
         }
         if (now >= next_poll) {
+            std::optional<JobView> job;
             try {
-                JobView job = parse_job(watcher.job_state(o_.job), now);
-                on_job(job);
-                last_job_ = std::move(job);
+                job = parse_job(watcher.job_state(o_.job), now);
                 last_error.clear();
             } catch (const Error& e) {
                 if (e.what() != last_error) {
@@ -707,7 +649,12 @@ int Launcher::run() {
                     log_.say(fmt::format("cannot read the job's state (will keep asking): {}", e.what()));
                 }
             }
-            next_poll = now + 0.1;
+            if (job) {
+                on_job(*job);
+                last_job_ = std::move(job);
+                check_world(*last_job_);
+            }
+            next_poll = log_.now() + 0.1;
         }
         if (o_.progress > 0 && now >= next_progress && last_job_) {
             progress(*last_job_);
@@ -715,6 +662,49 @@ int Launcher::run() {
         }
         sleep_ms(20);
     }
+}
+
+int Launcher::run() {
+    try {
+        connect();
+        create_job();
+        make_checkpoint_dir();
+        cohort::ScalingOptions so;
+        so.min_nodes = o_.min_workers;
+        so.max_nodes = std::max(o_.min_workers, o_.nnodes_max * o_.nproc_per_node);
+        so.max_node_relaunches = o_.max_restarts;
+        so.max_job_relaunches = o_.max_restarts;
+        if (o_.restart == RestartMode::all) {
+            // A group restart places nothing (no host to keep off) and brings
+            // every worker back: the auto-scaler's count of the workers left
+            // would warn of a world below min_nodes that never forms.
+            so.blacklist.after_failures = 0;
+            so.min_nodes = 0;
+        }
+        if (!o_.rules.empty()) {
+            scaler_ = std::make_unique<cohort::AutoScaler>(so, std::filesystem::path(o_.rules));
+        } else if (o_.restart == RestartMode::all) {
+            scaler_ = std::make_unique<cohort::AutoScaler>(so, group_restart_rules());
+        } else {
+            scaler_ = std::make_unique<cohort::AutoScaler>(so);
+        }
+        scheduler_ = std::make_unique<cohort::LocalScheduler>(
+            [this](const cohort::PlanStep& step) { return make_worker(step); },
+            std::chrono::milliseconds(static_cast<int64_t>(o_.grace * 1000)));
+        start_world(0);
+    } catch (const signals::Stop& s) {
+        if (scheduler_) return stop(s.signal);
+        return 128 + s.signal;
+    }
+    try {
+        if (const int sig = supervise()) return stop(sig);
+    } catch (const signals::Stop& s) {
+        return stop(s.signal);
+    } catch (const Error& e) {
+        if (o_.restart == RestartMode::survivors) throw;
+        give_up(e.what());  // a group restart that could not form its world
+    }
+    if (!gave_up_.empty()) return finish(1, gave_up_);
     const bool any_finished = std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.finished; });
     if (failed_for_good_ || !any_finished) {
         return finish(1, any_finished ? "the job finished, but a worker failed past its relaunch budget"

@@ -5,7 +5,9 @@
 #pragma once
 
 #include "events.hpp"
+#include "group_restart.hpp"
 #include "job_view.hpp"
+#include "master_address.hpp"
 #include "options.hpp"
 
 #include <cohort/coordinator.hpp>
@@ -33,7 +35,7 @@ private:
     struct Slot {
         int local_rank = 0;
         std::string worker;  // the member id of the current process
-        int restarts = 0;    // COHORT_RESTART_COUNT of the current process
+        int restarts = 0;    // COHORT_RESTART_COUNT of the current process (--restart all: the group's)
         int starts = 0;
         bool running = false;
         bool finished = false;  // exited 0
@@ -50,11 +52,33 @@ private:
     void connect();
     void make_checkpoint_dir();
     void create_job();
-    void start_first_workers();
     cohort::WorkerSpec spec_for(Slot& slot, bool joined);
+
+    // world_start.cpp: a world of this launcher's workers.
+    enum class Round { formed, not_formed, moved_on };
+    double world_wait() const;
+    bool master_from_store() const;
+    // One heartbeat for a place the launcher speaks for; false when refused.
+    bool beat(Slot& slot, uint64_t generation, cohort::HeartbeatReply* reply);
+    void join_slots();
+    Round await_round(uint64_t after, double deadline);
+    std::optional<MasterAddress> agree_master(double deadline);
+    // Joins, waits for the round and rank 0's address, and starts every
+    // place's worker, not before `not_before`; the `retired` ids of the old
+    // world's processes are reported failed once the new ones wait. Throws
+    // Error(timeout) past world_wait() under --restart all.
+    void start_world(double not_before, const std::vector<std::string>& retired = {});
+    void launch_slot(Slot& slot);
+    // --restart all: stop every local worker and start_world again.
+    void restart_world(const std::string& why, double delay);
+    // --restart all: a change elsewhere in the job that breaks this world.
+    void check_world(const JobView& job);
+    void give_up(const std::string& why);
+
     cohort::WorkerSpec make_worker(const cohort::PlanStep& step);
     Slot* slot_of(std::string_view worker);
 
+    int supervise();
     void on_exits();
     void on_job(const JobView& job);
     void heartbeat_for_workers();
@@ -76,7 +100,12 @@ private:
     std::unique_ptr<cohort::AutoScaler> scaler_;
     std::unique_ptr<cohort::LocalScheduler> scheduler_;
     std::string url_;
-    uint16_t master_port_ = 0;  // MASTER_PORT for a one-launcher job
+    uint16_t master_port_ = 0;  // MASTER_PORT for a one-launcher job without --restart all
+    std::string advertised_;    // MASTER_ADDR when rank 0 is here, in a job of several launchers
+    std::optional<MasterAddress> master_;  // this world's, from the store
+    RunningWorld world_;                   // the world the workers were started in
+    int group_restarts_ = 0;
+    std::string gave_up_;
     std::string checkpoint_dir_;
     bool own_checkpoint_dir_ = false;  // made here: removed at exit
     std::vector<Slot> slots_;

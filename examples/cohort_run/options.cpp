@@ -40,8 +40,21 @@ options:
       --job NAME              the job (default "cohort")
       --node-id ID            this launcher's name; workers are ID-0, ID-1, ...
                               (default: the host name)
-      --max-restarts N        relaunches in all, and per worker (default 3)
-      --rules FILE            the policy rule pack (default: rules/elastic.yaml)
+      --max-restarts N        relaunches in all, and per worker; with --restart
+                              all, restarts of the whole group (default 3)
+      --restart MODE          survivors: a failed worker is relaunched and the
+                              others go on (default); all: as torchrun, any
+                              failure in the job stops every worker, on every
+                              launcher, and starts them again in a new world
+                              with fresh RANK, WORLD_SIZE and MASTER_PORT (for
+                              torch scripts that use init_method="env://")
+      --master-addr ADDR      MASTER_ADDR when a worker of this launcher gets
+                              rank 0 in a job of several launchers (default:
+                              this machine's address on the route to the
+                              coordinator; 127.0.0.1 when it is local)
+      --rules FILE            the policy rule pack (default: rules/elastic.yaml;
+                              with --restart all, one that restarts the group
+                              on a failure or a hang)
       --last-call S           job setting (default 3)
       --heartbeat-interval S  job setting (default 1)
       --failure-timeout S     job setting (default 5)
@@ -124,6 +137,25 @@ std::optional<Options> parse(int argc, char** argv) {
             o.node_id = args.value();
         } else if (arg == "--max-restarts") {
             o.max_restarts = number<int>(arg, args.value(), 0, 1000000);
+        } else if (arg == "--restart") {
+            const std::string_view v = args.value();
+            if (v == "survivors") {
+                o.restart = RestartMode::survivors;
+            } else if (v == "all") {
+                o.restart = RestartMode::all;
+            } else {
+                throw Error(Errc::invalid_argument,
+                            fmt::format("--restart: '{}' is not a mode; say 'survivors' (the default: relaunch the "
+                                        "failed worker) or 'all' (restart every worker, as torchrun does)",
+                                        v));
+            }
+        } else if (arg == "--master-addr") {
+            o.master_addr = args.value();
+            if (o.master_addr.empty() ||
+                o.master_addr.find_first_of(" \t\n/") != std::string::npos) {
+                throw Error(Errc::invalid_argument,
+                            fmt::format("--master-addr: '{}' is not a host name or an IP address", o.master_addr));
+            }
         } else if (arg == "--rules") {
             o.rules = args.value();
         } else if (arg == "--last-call") {

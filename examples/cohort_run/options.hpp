@@ -9,6 +9,12 @@
 
 namespace cohort_run {
 
+// What a worker's failure does to the others (--restart).
+enum class RestartMode {
+    survivors,  // cohort's default: the survivors go on, the failed worker is relaunched into a new round
+    all,        // torchrun's: every worker of the job stops and the group starts again in a new world
+};
+
 struct Options {
     int nproc_per_node = 1;
     int nnodes_min = 1, nnodes_max = 1;
@@ -21,6 +27,8 @@ struct Options {
     std::string job = "cohort";
     std::string node_id;  // default: the host name
     int max_restarts = 3;
+    RestartMode restart = RestartMode::survivors;
+    std::string master_addr;  // --master-addr; empty: the address on the route to the coordinator
     std::string rules;  // empty: the shipped pack
     double last_call = 3, heartbeat_interval = 1, failure_timeout = 5;
     std::optional<double> straggler_threshold, straggler_for, hang_timeout;

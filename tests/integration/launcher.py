@@ -37,6 +37,11 @@ events file (JSON lines), never by timing beyond generous bounds. Cases:
                     names its rank and member as never having entered
                     collective 8 and the other ranks as waiting in it; then
                     SIGTERM ends the job (143) with no worker left
+  restart_all       --restart all, LOCAL_RANK 1 killed (--kill-worker 1@1.5):
+                    one group restart, every worker started again under a new
+                    id (NODE-R.1), the stopped processes' shard leases given
+                    back: every shard of every epoch done once, exit 0, rank
+                    0's weights the reference's
   two_nodes         a cohort-coordinator and two cohort-run --coordinator
                     (nodes a and b, --nnodes 2, 2 workers each): one world
                     of the 4 workers, both launchers exit 0, rank 0's
@@ -517,6 +522,29 @@ def case_skip_collective(tools, workdir):
     print(f"skip_collective: {summary!r}", flush=True)
 
 
+def case_restart_all(tools, workdir):
+    flags = ["--epochs", "4", "--shards", "48", "--step-ms", "40"]
+    ref = reference(tools, workdir, flags)
+    weights = os.path.join(workdir, "weights.json")
+    launcher = Launcher(tools, workdir, "restart_all",
+                        ["--nproc-per-node", "3", "--min-workers", "3", "--restart", "all", "--kill-worker", "1@1.5",
+                         *JOB_FLAGS],
+                        [tools.train, *flags, "--weights-out", weights])
+    status = launcher.wait(90)
+    check_done(launcher, status, 0)
+    check(len(launcher.of("restarting")) == 1, f"restart_all: expected one group restart{launcher.describe()}")
+    second = launcher.of("worker_started")[3:]
+    check(sorted(e["worker"] for e in second) == ["h1-0.1", "h1-1.1", "h1-2.1"],
+          f"restart_all: the new world's workers are not h1-0.1, h1-1.1, h1-2.1{launcher.describe()}")
+    summary = launcher.output()
+    check(len(re.findall(r"\(each once\)", summary)) == 4,
+          f"restart_all: not every epoch's shards done once (leases of the stopped processes kept?)"
+          f"{launcher.describe()}")
+    diff = check_trained(launcher, weights, ref)
+    print(f"restart_all: one group restart, each shard once, rank 0's weights within {diff:.3g} of the reference",
+          flush=True)
+
+
 def case_two_nodes(tools, workdir):
     """Two cohort-run on this machine with one coordinator act as two nodes
     of one job: one world of 4, trained to the reference's weights."""
@@ -554,7 +582,7 @@ def case_two_nodes(tools, workdir):
 
 CASES = {"signals": case_signals, "exit_codes": case_exit_codes, "budget_blacklist": case_budget_blacklist,
          "straggler": case_straggler, "hang": case_hang, "skip_collective": case_skip_collective,
-         "two_nodes": case_two_nodes}
+         "restart_all": case_restart_all, "two_nodes": case_two_nodes}
 
 
 def clean_up():
