@@ -6,8 +6,9 @@ DistributedDataParallel, every gradient bucket all-reduced through
 cohort.torch.allreduce_hook. The coordinator leases the training set's
 shards to the workers; the workers keep every shard counted exactly once
 per epoch whoever computed it and however many of them die, and each keeps
-a checkpoint, so a relaunched worker goes on from its file (the loop is in
-elastic_loop.py). One SGD update (with momentum) per epoch, from the
+a checkpoint, so a relaunched worker goes on from its file (the loop is
+../elastic_loop.py, shared with train_numpy.py; the DDP step is in
+ddp_steps.py). One SGD update (with momentum) per epoch, from the
 gradient summed over every training sample: which worker computed which shard does not change
 the math, so the result equals a single-process run's up to float32
 rounding (docs/torch.md#an-elastic-example says how close and why).
@@ -32,11 +33,14 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))  # checkpoint_file.py, shared with train_numpy.py
+sys.path.insert(0, os.path.join(HERE, ".."))  # elastic_loop.py and checkpoint_file.py, shared with train_numpy.py
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))  # the in-tree binding, when not installed
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+
+from ddp_steps import DDPSteps  # noqa: E402
+from elastic_loop import add_flags, check_flags, flags_fingerprint, run_elastic  # noqa: E402
 
 DIGITS = ("/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz",  # python3-sklearn
           "/usr/local/share/cohort/digits.csv.gz")  # scripts/deps.sh puts it there
@@ -164,6 +168,9 @@ class TrainState:
 
     def included(self, shard):
         return self.counts[shard] > 0
+
+    def shards_in(self):
+        return int((self.counts > 0).sum())
 
     def add_step(self, grad_sum, loss, rows, shards):
         """Adds a step's summed gradient (flat float64) over `shards`; at the
@@ -304,14 +311,47 @@ def write_weights(path, model, losses, args, data):
         raise UsageError(f"--weights-out: cannot write '{path}': {e.strerror}") from None
 
 
+# ---------------------------------------------------------- elastic loop
+
 def fingerprint(args):
-    """Workers that disagree on the data or the model cannot train together:
-    a hash of those flags (FNV-1a, cut to 52 bits to travel as a double)."""
-    text = f"{args.seed} {args.shards} {args.epochs} {args.hidden} {args.lr!r} {args.momentum!r} {args.test_fraction!r}"
-    h = 0xCBF29CE484222325
-    for byte in text.encode():
-        h = ((h ^ byte) * 0x100000001B3) & ((1 << 64) - 1)
-    return h >> 12
+    return flags_fingerprint(f"{args.seed} {args.shards} {args.epochs} {args.hidden} {args.lr!r} "
+                             f"{args.momentum!r} {args.test_fraction!r}")
+
+
+class DigitsSteps(DDPSteps):
+    """What the elastic loop (../elastic_loop.py) asks of this program; the
+    step through DDP is DDPSteps' (ddp_steps.py)."""
+
+    program = "train_elastic.py"
+    kind = "train_elastic"  # the checkpoint files' kind
+    matching_flags = "--seed, --shards, --epochs, --hidden, --lr, --momentum, --test-fraction"
+    check_coordinator = True  # rank 0 also asks the coordinator whether it counted every shard
+
+    def __init__(self, args, data):
+        super().__init__(args, TrainState(args, data), loss_sum)
+        self.data = data
+        self.fingerprint = fingerprint(args)
+
+    def plan(self):
+        sizes = np.diff(self.data.bounds) * 65 * 4  # a sample: 64 pixels and a label
+        return {"shards": [{"id": f"digits-{i:03}", "bytes": int(n)} for i, n in enumerate(sizes)],
+                "epochs": self.args.epochs}
+
+    def prepare(self, lease):
+        return self.data.nothing() if lease is None else self.data.shard(lease["shard"])
+
+    def epoch_line(self):
+        loss, steps, rows = self.state.history[-1][:3]
+        return f"loss {loss:.6g} ({self.args.shards} shards, {rows} samples, {steps} steps)"
+
+    def report(self, prefix):
+        """Rank 0 of the last world, at the end: True when all is well."""
+        args, data, s = self.args, self.data, self.state
+        print_summary(prefix, s.history, args)
+        ok = not args.check or check(prefix, s.model, s.history, args, data)
+        if args.weights_out:
+            write_weights(args.weights_out, s.model, [h[0] for h in s.history], args, data)
+        return ok
 
 
 # ------------------------------------------------------------------ main
@@ -327,18 +367,8 @@ def parse_args(argv):
     p.add_argument("--test-fraction", type=float, default=0.2, help="held out for the test accuracy")
     p.add_argument("--digits", metavar="FILE", help="digits.csv.gz (default: scikit-learn's, or scripts/deps.sh's)")
     p.add_argument("--step-ms", type=int, default=0, help="extra time per shard, to watch a demo")
-    p.add_argument("--reference", action="store_true", help="train alone, without a coordinator")
-    p.add_argument("--check", dest="check", action="store_true", default=True,
-                   help="rank 0 checks the result at the end (default)")
-    p.add_argument("--no-check", dest="check", action="store_false")
-    p.add_argument("--weights-out", metavar="FILE", help="write the final parameters as JSON (rank 0)")
-    p.add_argument("--checkpoint", metavar="FILE", help="this worker's checkpoint (default: "
-                   "$COHORT_CHECKPOINT_DIR/train_elastic-LOCAL_RANK.ckpt, when set)")
-    p.add_argument("--register", dest="register", action="store_true", default=True,
-                   help="register the dataset plan with the job (default)")
-    p.add_argument("--no-register", dest="register", action="store_false")
-    p.add_argument("--world-timeout", type=float, default=600.0, metavar="S")
-    p.add_argument("--collective-timeout", type=float, default=60.0, metavar="S")
+    add_flags(p, DigitsSteps.kind, check_help="rank 0 checks the result at the end (default)",
+              weights_help="write the final parameters as JSON (rank 0)")
     args = p.parse_args(argv)
     for name in ("epochs", "shards", "hidden"):
         if getattr(args, name) < 1:
@@ -349,10 +379,7 @@ def parse_args(argv):
         p.error(f"--test-fraction: must be between 0 and 1, got {args.test_fraction}")
     if not args.lr > 0 or not 0 <= args.momentum < 1 or args.step_ms < 0:
         p.error("--lr must be positive, --momentum in [0, 1), --step-ms at least 0")
-    if args.world_timeout <= 0 or args.collective_timeout <= 0:
-        p.error("--world-timeout and --collective-timeout must be positive")
-    if args.checkpoint == "":
-        p.error("--checkpoint: needs a file name")
+    check_flags(p, args)
     return args
 
 
@@ -369,18 +396,7 @@ def main(argv=None):
             if args.weights_out:
                 write_weights(args.weights_out, model, losses, args, data)
             return 0 if not args.check or acc >= MIN_ACCURACY else 3
-        state = TrainState(args, data)
-
-        def report(prefix):
-            """Rank 0 of the last world, at the end: True when all is well."""
-            print_summary(prefix, state.history, args)
-            ok = not args.check or check(prefix, state.model, state.history, args, data)
-            if args.weights_out:
-                write_weights(args.weights_out, state.model, [h[0] for h in state.history], args, data)
-            return ok
-
-        from elastic_loop import run_elastic
-        return run_elastic(args, state, data, loss_sum, fingerprint(args), report)
+        return run_elastic(args, DigitsSteps(args, data))
     except UsageError as e:
         print(f"train_elastic.py: {e}", file=sys.stderr)
         return 2

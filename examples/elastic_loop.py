@@ -1,39 +1,53 @@
-"""The elastic loop of train_elastic.py: DistributedDataParallel over
-cohort's communicator, shards leased from the coordinator, and the
-training state kept alike on every rank through worker failures.
+"""The elastic loop that train_numpy.py and torch/train_elastic.py share:
+shards leased from the coordinator, one gradient sum per step all-reduced
+over the world, one update per epoch, and the training state kept alike on
+every rank through worker failures, with a checkpoint per worker.
 
 The algorithm is cohort-train's (examples/cohort_train/elastic_loop.hpp
 says why it is exact). Each rank holds the same state. A step: each rank
 trains at most one leased shard of the current epoch that the state does
-not include yet (a rank without one runs backward on an empty batch, as
-DDP needs every rank), DDP averages the gradients through
-cohort.torch.allreduce_hook, the ranks add up the loss and all-gather which
+not include yet, the ranks all-reduce their sums and all-gather which
 shards they trained, and every rank adds the step alike. A step whose
 collectives fail adds nothing; the ranks meet in the next world, where the
-rank that applied the most steps gives everyone its state, and build a new
-communicator and a new DDP wrapper (DDP's reducer belongs to one set of
-ranks). A lease is reported done only after a later collective succeeded,
-and the state goes to this worker's checkpoint before that collective, so
-a shard the coordinator counts is in every rank's state and file.
+rank that applied the most steps gives everyone its state. A lease is
+reported done only after a later collective succeeded, and the state goes
+to this worker's checkpoint before that collective, so a shard the
+coordinator counts is in every rank's state and file.
+
+What differs between the examples is a `steps` object (NumpySteps in
+train_numpy.py, DDPSteps in torch/ddp_steps.py); what the loop asks of it:
+
+    program, kind         the name in error lines; the checkpoint files' kind
+    fingerprint           an int of 52 bits: flags_fingerprint() of the flags
+                          that must match
+    matching_flags        "--seed, ... must match", for the line saying they do not
+    state                 the training state: epoch, applied_steps, finished,
+                          history, included(shard), shards_in(), serialize(),
+                          serialized_size(), deserialize(values)
+    width                 how many of a step's sums are the model's
+    plan()                the dataset plan to register
+    enter_world(comm), leave_world()
+    prepare(lease)        before the step's collective: this rank's work
+                          (lease None: nothing to train)
+    contribute(work, out) inside it: this rank's sums into out[:width]
+    rows(sums)            the samples counted in a step's sums
+    add_step(sums, shards, comm)  the reduced step into the state; True
+                          when it completed an epoch
+    epoch_line()          the epoch just completed, after "epoch E/N: "
+    world_failure(error)  whether an exception other than cohort.Error is
+                          a broken world's
+    check_coordinator     whether rank 0 asks the coordinator at the end
+    report(prefix)        rank 0's table and check at the end; True when OK
 """
 
 import os
-import re
 import sys
 import time
 
 import numpy as np
-import torch
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
 
 import cohort
-import cohort.torch
 from checkpoint_file import Checkpoint, checkpoint_file, job_created_at
-
-KIND = "train_elastic"  # the checkpoint files' kind
-# How a comm hook's cohort error reads once DDP re-raised it: "...: PeerFailed: allreduce #3 ..."
-COHORT_ERROR_IN_DDP = re.compile(r"\b(PeerFailed|Closed|Timeout|Unavailable|Mismatch|InternalError): ")
 
 
 def brief(error):
@@ -42,23 +56,44 @@ def brief(error):
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def own_process_group():
-    """DDP wants a torch.distributed process group, which it uses only at
-    construction (to check and broadcast the parameters). The state sync does
-    both through cohort, and cohort's worlds change while a torch group's
-    ranks are fixed, so each worker gives DDP a group of its own, of one."""
-    if not dist.is_initialized():
-        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+def flags_fingerprint(text):
+    """Workers that disagree on the data or the model cannot train together:
+    a hash of those flags (FNV-1a, cut to 52 bits to travel as a double)."""
+    h = 0xCBF29CE484222325
+    for byte in text.encode():
+        h = ((h ^ byte) * 0x100000001B3) & ((1 << 64) - 1)
+    return h >> 12
+
+
+def add_flags(p, kind, check_help, weights_help):
+    """The flags of every elastic example: the mode, the checkpoint, the job
+    and the timeouts."""
+    p.add_argument("--reference", action="store_true", help="train alone, without a coordinator")
+    p.add_argument("--check", dest="check", action="store_true", default=True, help=check_help)
+    p.add_argument("--no-check", dest="check", action="store_false")
+    p.add_argument("--weights-out", metavar="FILE", help=weights_help)
+    p.add_argument("--checkpoint", metavar="FILE", help="this worker's checkpoint (default: "
+                   f"$COHORT_CHECKPOINT_DIR/{kind}-LOCAL_RANK.ckpt, when set)")
+    p.add_argument("--register", dest="register", action="store_true", default=True,
+                   help="register the dataset plan with the job (default)")
+    p.add_argument("--no-register", dest="register", action="store_false")
+    p.add_argument("--world-timeout", type=float, default=600.0, metavar="S")
+    p.add_argument("--collective-timeout", type=float, default=60.0, metavar="S")
+
+
+def check_flags(p, args):
+    if args.world_timeout <= 0 or args.collective_timeout <= 0:
+        p.error("--world-timeout and --collective-timeout must be positive")
+    if args.checkpoint == "":
+        p.error("--checkpoint: needs a file name")
 
 
 class ElasticTrainer:
-    def __init__(self, args, member, state, data, loss_fn, fingerprint, report):
-        self.args, self.m = args, member
-        self.state, self.data, self.loss_fn = state, data, loss_fn
-        self.fingerprint, self.report = fingerprint, report
+    def __init__(self, args, member, steps):
+        self.args, self.m, self.steps = args, member, steps
+        self.state = steps.state
         self.prefix = f"[{member.member}] "
         self.comm = None
-        self.ddp = None
         self.world = None
         self.seq = 0          # the last collective's sequence number
         self.held = []        # leased, not trained yet
@@ -77,25 +112,23 @@ class ElasticTrainer:
 
     def prepare_job(self):
         """Registers the dataset plan and opens this worker's checkpoint."""
+        program, kind = self.steps.program, self.steps.kind
         client = self.client()
         try:
             if self.args.register:
-                sizes = np.diff(self.data.bounds) * 65 * 4  # a sample: 64 pixels and a label
-                plan = {"shards": [{"id": f"digits-{i:03}", "bytes": int(n)} for i, n in enumerate(sizes)],
-                        "epochs": self.args.epochs}
                 try:
-                    client.register_dataset(self.m.job, plan)
+                    client.register_dataset(self.m.job, self.steps.plan())
                 except cohort.Mismatch as e:
-                    raise SystemExit(f"train_elastic.py: job '{self.m.job}' has another dataset plan than "
+                    raise SystemExit(f"{program}: job '{self.m.job}' has another dataset plan than "
                                      f"{self.args.shards} shards x {self.args.epochs} epochs: {e}")
-            path = checkpoint_file(self.args.checkpoint, self.m.member, KIND)
+            path = checkpoint_file(self.args.checkpoint, self.m.member, kind)
             if path is not None:
                 try:
                     created_at = job_created_at(client, self.m.job)
                 except ValueError as e:
-                    raise SystemExit(f"train_elastic.py: {e}")
-                owner = (self.m.job, created_at, self.fingerprint)
-                self.checkpoint = Checkpoint(path, owner, KIND)
+                    raise SystemExit(f"{program}: {e}")
+                owner = (self.m.job, created_at, self.steps.fingerprint)
+                self.checkpoint = Checkpoint(path, owner, kind)
         finally:
             client.close()
         if self.checkpoint is None:
@@ -106,7 +139,7 @@ class ElasticTrainer:
             s.deserialize(values)
             self.say(f"resumed from checkpoint {self.checkpoint.path} (restart "
                      f"{os.environ.get('COHORT_RESTART_COUNT', '0')}): epoch {s.epoch + 1}, step "
-                     f"{s.applied_steps}, {int((s.counts > 0).sum())}/{self.args.shards} shards in")
+                     f"{s.applied_steps}, {s.shards_in()}/{self.args.shards} shards in")
         elif note:
             self.say(note)
 
@@ -156,12 +189,12 @@ class ElasticTrainer:
                 ask_at = time.monotonic() + 2.0
             if time.monotonic() > deadline:
                 raise cohort.Timeout(f"world {self.world['generation']} broke and no new round "
-                                          f"opened within {self.args.world_timeout} s")
+                                     f"opened within {self.args.world_timeout} s")
             time.sleep(0.02)
 
     def enter_world(self):
-        """Joins the next world, connects, syncs the state and wraps the model
-        in a new DDP; False (after a pause) when the world broke on the way."""
+        """Joins the next world, connects and syncs the state; False (after a
+        pause) when the world broke on the way."""
         broken = self.world["generation"] if self.world else None
         while True:
             if broken is not None:
@@ -181,8 +214,7 @@ class ElasticTrainer:
             self.leave_world()
             time.sleep(0.2)
             return False
-        self.ddp = DistributedDataParallel(self.state.model)
-        self.ddp.register_comm_hook(self.comm, cohort.torch.allreduce_hook)
+        self.steps.enter_world(self.comm)
         # Reported after the next step: only leases whose shard the synced
         # state includes; the others are trained again.
         keep = []
@@ -197,15 +229,16 @@ class ElasticTrainer:
         return True
 
     def leave_world(self):
-        self.ddp = None  # its reducer goes, and the hooks it put on the parameters
+        self.steps.leave_world()
         if self.comm is not None:
             self.comm.close()
         self.comm = None
 
     def collective(self, run):
         """Runs collectives under one sequence number; the error text, or None.
-        DDP raises a failed bucket's cohort error as a RuntimeError that
-        names it; any other RuntimeError is a bug, not a broken world."""
+        Another exception than cohort's is a broken world's only when the
+        steps object says so (DDP re-raises a failed bucket's cohort error
+        as a RuntimeError); else it is a bug."""
         self.seq += 1
         seq = self.seq
         self.m.set_collective(seq, True)
@@ -213,8 +246,8 @@ class ElasticTrainer:
             run()
         except cohort.Error as e:
             return str(e)
-        except RuntimeError as e:
-            if not COHORT_ERROR_IN_DDP.search(str(e)):
+        except Exception as e:
+            if not self.steps.world_failure(e):
                 raise
             return str(e)
         finally:
@@ -224,7 +257,7 @@ class ElasticTrainer:
     def sync_state(self):
         """The rank that applied the most steps gives every rank its state."""
         size = self.comm.size
-        mine = np.array([self.state.applied_steps, self.seq + 1, self.fingerprint], dtype=np.int64)
+        mine = np.array([self.state.applied_steps, self.seq + 1, self.steps.fingerprint], dtype=np.int64)
         found = {}
 
         def gather():
@@ -238,7 +271,7 @@ class ElasticTrainer:
             if everyone[r, 2] != mine[2]:
                 raise cohort.InvalidArgument(
                     f"state sync: rank {r} runs with other model or data flags than rank {self.world['rank']} "
-                    "(--seed, --shards, --epochs, --hidden, --lr, --momentum, --test-fraction must match)")
+                    f"({self.steps.matching_flags} must match)")
         root = int(np.argmax(everyone[:, 0]))  # the lowest rank with the most steps
         self.seq = int(everyone[:, 1].max())   # from here on every rank numbers collectives alike
         data = self.state.serialize()
@@ -249,7 +282,7 @@ class ElasticTrainer:
         self.save_checkpoint()
         s = self.state
         self.say(f"state from rank {root}: epoch {s.epoch + 1}, step {s.applied_steps}, "
-                 f"{int((s.counts > 0).sum())}/{self.args.shards} shards in")
+                 f"{s.shards_in()}/{self.args.shards} shards in")
 
     # -- leases
 
@@ -296,7 +329,7 @@ class ElasticTrainer:
         if not got.get("granted"):
             return None, wait, False, bool(got.get("finished"))
         if got["shard"] >= self.args.shards:
-            raise SystemExit(f"train_elastic.py: the job leased shard {got['shard']} but --shards is "
+            raise SystemExit(f"{self.steps.program}: the job leased shard {got['shard']} but --shards is "
                              f"{self.args.shards}: its dataset plan is not this program's")
         lease = {"lease": got["lease"], "shard": got["shard"], "epoch": got["epoch"]}
         return self.sort(lease, True), wait, False, False
@@ -314,26 +347,23 @@ class ElasticTrainer:
     def step(self):
         """One step; what next: "next step", "new world" or "job done" (the
         job's shards are all done without this world: it came too late)."""
-        args, s = self.args, self.state
+        args, s, steps = self.args, self.state, self.steps
         start = time.monotonic()
         want_round = self.m.round_pending
         lease, data_wait, asked, job_done = self.pick_lease()
+        work = steps.prepare(lease)
         if lease is not None:
-            x, y = self.data.shard(lease["shard"])
             time.sleep(args.step_ms / 1000)
-        else:
-            x, y = self.data.nothing()
-        sums = np.zeros(4)  # loss sum, samples, round wanted, job done
-        sums[2] = 1.0 if (want_round or asked) else 0.0
-        sums[3] = 1.0 if job_done else 0.0
+        k = steps.width
+        sums = np.zeros(k + 2)  # the model's sums, round wanted, job done
+        sums[k] = 1.0 if (want_round or asked) else 0.0
+        sums[k + 1] = 1.0 if job_done else 0.0
         shard = np.array([-1 if lease is None else lease["shard"]], dtype=np.int64)
         gathered = {}
 
         def run():
-            self.ddp.zero_grad(set_to_none=True)
-            loss = self.loss_fn(self.ddp(x), y)
-            loss.backward()  # every bucket averaged over the ranks by cohort.torch.allreduce_hook
-            sums[0], sums[1] = float(loss), len(y)
+            steps.contribute(work, sums)
+            gathered["rows"] = steps.rows(sums)  # this rank's, before the sum
             self.comm.allreduce(sums, timeout=args.collective_timeout)
             gathered["shards"] = self.comm.allgather(shard, timeout=args.collective_timeout).reshape(-1)
 
@@ -357,29 +387,25 @@ class ElasticTrainer:
                 self.held.insert(0, lease)
             self.say(f"step {s.applied_steps + 1}: a shard came from two ranks; step dropped")
         else:
-            # The hook averaged: times the world's size, the sum over this step's shards.
-            grad = torch.cat([p.grad.reshape(-1) for p in s.params]).double() * self.comm.size
             epoch = s.epoch
             if lease is not None:
                 self.pending.append(lease)
-            if s.add_step(grad, sums[0], sums[1], shards) and self.world["rank"] == 0:
-                loss, steps, rows = s.history[-1][:3]
-                self.say(f"epoch {epoch + 1}/{args.epochs}: loss {loss:.6g} ({args.shards} shards, {rows} "
-                         f"samples, {steps} steps)")
-        self.everyone_idle = sums[1] == 0
+            if steps.add_step(sums, shards, self.comm) and self.world["rank"] == 0:
+                self.say(f"epoch {epoch + 1}/{args.epochs}: {steps.epoch_line()}")
+        self.everyone_idle = steps.rows(sums) == 0
         # Before the next collective, after which this step's shards are
-        # reported done.
+        # reported done (examples/cohort_train/checkpoint.hpp says why).
         self.save_checkpoint()
 
         step_time = time.monotonic() - start
         self.m.record_step(s.applied_steps, step_time=step_time,
-                           samples_per_sec=len(y) / step_time if lease is not None else 0.0,
+                           samples_per_sec=gathered["rows"] / step_time if lease is not None else 0.0,
                            data_wait=data_wait, collective_wait=collective_wait)
         if self.everyone_idle:
             time.sleep(0.01)
-        if sums[3] > 0 and not s.finished:
+        if sums[k + 1] > 0 and not s.finished:
             return "job done"
-        return "new world" if sums[2] > 0 else "next step"
+        return "new world" if sums[k] > 0 else "next step"
 
     def finish(self):
         """Every epoch is in: reports what is left; rank 0 prints the table
@@ -398,9 +424,9 @@ class ElasticTrainer:
         if self.world["rank"] == 0:
             s = self.state
             self.say(f"done: {len(s.history)} epochs, {s.applied_steps} steps")
-            if not self.coordinator_counted_all():
+            if self.steps.check_coordinator and not self.coordinator_counted_all():
                 status = 3
-            if not self.report(self.prefix):
+            if not self.steps.report(self.prefix):
                 status = 3
         self.leave_world()
         self.m.leave()
@@ -425,20 +451,19 @@ class ElasticTrainer:
         return ok
 
 
-def run_elastic(args, state, data, loss_fn, fingerprint, report):
+def run_elastic(args, steps):
     """Trains as a member of the job in the environment (COHORT_*); the
     exit status."""
     try:
         member = cohort.Membership.from_env()
     except cohort.Error as e:
         # A missing or malformed COHORT_* variable is a usage error.
-        print(f"train_elastic.py: {e}", file=sys.stderr)
+        print(f"{steps.program}: {e}", file=sys.stderr)
         return 2 if isinstance(e, cohort.InvalidArgument) else 1
-    own_process_group()
     try:
-        return ElasticTrainer(args, member, state, data, loss_fn, fingerprint, report).run()
+        return ElasticTrainer(args, member, steps).run()
     except cohort.Error as e:
-        print(f"train_elastic.py: {e}", file=sys.stderr)
+        print(f"{steps.program}: {e}", file=sys.stderr)
         return 1
     finally:
         member.close()
