@@ -183,7 +183,7 @@ class Cluster:
         self.hosts = []
         self.bridge = None        # the sleep holding the bridges' namespace
         self.procs = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a signal handler may close() while run() holds it
         self._closed = False
 
     # ------------------------------------------------------------ set-up
@@ -350,16 +350,31 @@ class Cluster:
         self._host(i)
         self._ip(self.bridge.pid, "link", "set", "h%dn%d" % (i, self._network(net)), "up")
 
-    def set_mtu(self, i, mtu, net=0):
-        """Host i's MTU on network `net`, on both ends of its cable. Peers
-        that keep a larger MTU learn the smaller one only from TCP's MSS at
-        connect time: on a bridge no ICMP says "fragmentation needed"."""
+    def set_mtu(self, i, mtu, net=0, where="both"):
+        """Host i's MTU on network `net`: on both ends of its cable, or only
+        on the "host" end or the "switch" end. Peers that keep a larger MTU
+        learn the smaller one only from TCP's MSS at connect time: on a
+        bridge no ICMP says "fragmentation needed", so a switch port smaller
+        than both hosts' MTU is a black hole for full frames. Veths and
+        bridges forward GSO packets whatever their MTU, so "switch" also
+        turns GSO off (gso_max_segs 1) on every host's eth of that network,
+        making the black hole hold for every frame; "both" and "host" turn
+        it back on for host i."""
         h = self._host(i)
         if isinstance(mtu, bool) or not isinstance(mtu, int) or not 68 <= mtu <= 65535:
             raise HostsError("set_mtu(%d, %r): an MTU from 68 to 65535 bytes" % (i, mtu))
+        if where not in ("both", "host", "switch"):
+            raise HostsError("set_mtu(%d, %d, where=%r): where is 'both', 'host' or 'switch'" % (i, mtu, where))
         self._network(net)
-        self._ip(h.pid, "link", "set", "eth%d" % net, "mtu", str(mtu))
-        self._ip(self.bridge.pid, "link", "set", "h%dn%d" % (i, net), "mtu", str(mtu))
+        if where == "switch":
+            for other in self.hosts:
+                self._ip(self._host(other.index).pid, "link", "set", "eth%d" % net, "gso_max_segs", "1")
+        else:
+            self._ip(h.pid, "link", "set", "eth%d" % net, "gso_max_segs", "65535")
+        if where in ("both", "host"):
+            self._ip(h.pid, "link", "set", "eth%d" % net, "mtu", str(mtu))
+        if where in ("both", "switch"):
+            self._ip(self.bridge.pid, "link", "set", "h%dn%d" % (i, net), "mtu", str(mtu))
 
     def drop(self, i, percent):
         """Drops `percent` (0..100) of the packets host i sends and of those it

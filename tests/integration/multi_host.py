@@ -7,6 +7,8 @@ them. Cases:
                   other address; link down and up; packet drops; MTU; and
                   nothing left behind when the process that made the hosts
                   is SIGTERMed or SIGKILLed
+  script          scripts/hosts.sh: up, list, exec, link, mtu, drop, down,
+                  with nothing left after down, and its bad arguments
   collectives_2x2 every collective, all-reduce with every algorithm, on 2
   collectives_4x1 hosts x 2 ranks and 4 hosts x 1 rank (hosts_worker.py):
                   results bit-identical on every rank and equal to numpy's;
@@ -16,6 +18,10 @@ them. Cases:
                   each host's share through its link and no more (its leader
                   ring crosses hosts, its ranks of one host meet in shared
                   memory), where the flat ring sends more
+  mtu             an all-reduce of 4 MiB between 2 hosts, one with MTU 1280
+                  (works: TCP's MSS follows), then with only the switch port
+                  at 1280 (a black hole for full frames: a named timeout
+                  within the operation's timeout, not a hang)
   store_route     two networks, the default route on the first, which is
                   down: members bootstrapped on a coordinator:// store served
                   on the second network listen on the second network (the
@@ -28,6 +34,7 @@ why, except under CI=true, where it fails.
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,7 +111,7 @@ def tool():
                 fail("host 2 is unreachable 5 s after its link came back")
         print("  link down: %s; up again" % got)
 
-        if hosts.shutil.which("nft"):
+        if shutil.which("nft"):
             c.drop(2, 100)
             got = reach(0, c.address(2), 0.5)
             if got == "connected":
@@ -183,6 +190,61 @@ def alive_pid(pid):
         return False
 
 
+# ---------------------------------------------------------------- script
+
+SCRIPT = os.path.normpath(os.path.join(HERE, "..", "..", "scripts", "hosts.sh"))
+
+
+def script():
+    name = "ct%d" % os.getpid()  # concurrent runs do not meet
+    env = dict(os.environ, COHORT_HOSTS_NAME=name)
+
+    def sh(*args, ok=True):
+        r = subprocess.run(["bash", SCRIPT] + list(args), env=env, capture_output=True, text=True, timeout=60)
+        if ok and r.returncode != 0:
+            fail("hosts.sh %s exited %d: %s" % (" ".join(args), r.returncode, r.stderr.strip()))
+        return r
+
+    try:
+        sh("up", "2")
+        listing = sh("list").stdout
+        pids = [int(line.split()[1]) for line in listing.splitlines()[1:]]
+        if len(pids) != 2 or "10.77.0.2" not in listing:
+            fail("hosts.sh list after up 2: %r" % listing)
+        if sh("exec", "1", "hostname").stdout.strip() != "host1":
+            fail("hosts.sh exec 1 hostname did not say host1")
+        hello = "import socket; socket.create_connection(('10.77.0.1', 22), 2)"
+        got = sh("exec", "1", sys.executable, "-c", hello, ok=False).stderr
+        if "ConnectionRefusedError" not in got:
+            fail("host 1 could not reach host 0 (expected 'connection refused' from its closed port): %s" % got)
+        sh("link", "1", "down")
+        got = sh("exec", "1", sys.executable, "-c", hello, ok=False).stderr
+        if "ConnectionRefusedError" in got:
+            fail("host 1 reaches host 0 with its link down")
+        sh("link", "1", "up")
+        sh("mtu", "1", "1400")
+        if sh("exec", "1", "cat", "/sys/class/net/eth0/mtu").stdout.strip() != "1400":
+            fail("hosts.sh mtu 1 1400 did not set host 1's MTU")
+        if shutil.which("nft"):
+            sh("drop", "1", "10")
+            sh("drop", "1", "0")
+        for args, says in ((["up", "2"], "already up"), (["exec", "5", "true"], "no host 5"),
+                           (["mtu", "1", "20"], "usage"), (["drop", "1", "101"], "usage"),
+                           (["link", "1", "sideways"], "usage"), (["frobnicate"], "unknown command")):
+            r = sh(*args, ok=False)
+            if r.returncode != 2 or says not in r.stderr:
+                fail("hosts.sh %s: exit %d, %r; expected 2 and %r" % (" ".join(args), r.returncode,
+                                                                      r.stderr.strip(), says))
+        sh("down")
+        netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        alive = [p for p in pids if alive_pid(p)]
+        if name in netns or alive or os.path.exists("/run/cohort-hosts/" + name):
+            fail("after hosts.sh down: namespaces %r, hosts' pids alive %s" % (netns, alive))
+        print("  up 2, list, exec, link, mtu, drop and down: nothing left")
+    finally:
+        sh("down", ok=False)
+
+
 # ----------------------------------------------------------- collectives
 
 def collectives(n_hosts, per_host):
@@ -216,12 +278,16 @@ def collectives(n_hosts, per_host):
                     failures.append("rank %d: algorithm shm across hosts gave %r, expected InvalidArgument"
                                     % (r, res.get("shm_across_hosts")))
             # Traffic: what each host sent on its link during one all-reduce,
-            # as its first rank (the hierarchical leader) measured it.
+            # from the first reading of its counter before to the last after.
             nbytes = job.results[0]["traffic_bytes"]
             share = 2 * (n_hosts - 1) / n_hosts * nbytes  # a ring of the hosts' leaders
+
+            def sent(h, algorithm):
+                readings = [job.results[r]["traffic"][algorithm] for r in range(size) if host_of[r] == h]
+                return max(after for _, after in readings) - min(before for before, _ in readings)
+
             for h in range(n_hosts):
-                leader = job.results[host_of.index(h)]
-                hier, ring = leader["traffic"]["hierarchical"], leader["traffic"]["ring"]
+                hier, ring = sent(h, "hierarchical"), sent(h, "ring")
                 print("  host %d sent %.2f MiB in a hierarchical all-reduce of %.0f MiB, %.2f MiB in a ring one"
                       % (h, hier / 2**20, nbytes / 2**20, ring / 2**20))
                 if not share <= hier <= 1.15 * share:
@@ -232,11 +298,48 @@ def collectives(n_hosts, per_host):
                                     "hierarchical %d: are a host's ranks meeting over the network?"
                                     % (h, ring, hier))
             check(not failures, "\n".join(failures), job)
-            print("  %d ranks ok, %d results bit-identical, %d checks each, all-reduces %.1f s; %s"
-                  % (size, checked, job.results[0]["checks"], job.results[0]["allreduce_s"],
-                     " ".join(job.results[0]["transports"])))
+            print("  %d ranks ok, %d results bit-identical, %d checks each; rank 0's transports %s; "
+                  "seconds: %s" % (size, checked, job.results[0]["checks"], " ".join(job.results[0]["transports"]),
+                                   json.dumps(job.results[0]["stages_s"])))
         finally:
             job.close()
+
+
+# ------------------------------------------------------------------- mtu
+
+def mtu():
+    timeout_s = 5
+    with hosts.Cluster(2) as c:
+        for label, where, expect_ok in (("MTU 1280 on host 1", "both", True),
+                                        ("MTU 1280 on host 1's switch port only", "switch", False)):
+            c.set_mtu(1, 1500)
+            c.set_mtu(0, 1500)
+            c.set_mtu(1, 1280, where=where)
+            job = Job(2, "loop", name=label, store="tcp://%s:%d" % (c.address(0), STORE_PORT),
+                      spawn=lambda rank, argv, **popen: c.run(rank, argv, **popen),
+                      flags=["--count", str(1 << 20), "--iterations", "5", "--timeout", str(timeout_s),
+                             "--connect-timeout", "20"], deadline_s=60)
+            try:
+                started = time.monotonic()
+                job.wait_exit()
+                took = time.monotonic() - started
+                if expect_ok:
+                    all_ok(job)
+                    print("  %s: 5 all-reduces of 4 MiB ok, %.1f s" % (label, took))
+                    continue
+                failures = []
+                for r in range(2):
+                    res = job.results.get(r)
+                    if res is None or res["ok"]:
+                        failures.append("rank %d: expected a failure, got %s" % (r, res))
+                    elif "timed out" not in res["error"] or res["failed_after_ms"] > (timeout_s + 3) * 1000:
+                        failures.append("rank %d: expected a timeout within %d s: %s after %s ms"
+                                        % (r, timeout_s, res["error"], res["failed_after_ms"]))
+                check(not failures, "\n".join(failures), job)
+                print("  %s: rank 0 failed after %.1f s: %s"
+                      % (label, job.results[0]["failed_after_ms"] / 1000, job.results[0]["error"][:160]))
+            finally:
+                job.close()
 
 
 # ----------------------------------------------------------- store route
@@ -282,8 +385,10 @@ def store_route():
 
 CASES = {
     "tool": tool,
+    "script": script,
     "collectives_2x2": lambda: collectives(2, 2),
     "collectives_4x1": lambda: collectives(4, 1),
+    "mtu": mtu,
     "store_route": store_route,
 }
 
