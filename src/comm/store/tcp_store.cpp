@@ -379,7 +379,7 @@ private:
     }
 
     StoreOptions options_;
-    std::string url_host_;  // as the URL gave it (host_ may be loopback)
+    std::string url_host_;                 // as the URL gave it (host_ may be loopback)
     std::unique_ptr<StoreServer> server_;  // when this process hosts the store
     std::string host_;
     uint16_t port_ = 0;
