@@ -894,9 +894,10 @@ COHORT_API int cohort_comm_choose(const cohort_comm* comm, uint64_t bytes, int32
 COHORT_API int cohort_comm_transport(const cohort_comm* comm, int32_t rank, int32_t* transport);
 /* What the set-up chose, as a JSON object (UTF-8, NUL-terminated): "rank",
  * "size", "hosts", "transports" (names by rank), "shm" ({"bytes",
- * "slot_bytes", "ranks"} or null) and "shm_unavailable" (why this host's
- * ranks share no memory although it was wanted, or null). Free with
- * cohort_free. */
+ * "slot_bytes", "ranks"} or null), "listen" ({"address", "port",
+ * "chosen_by"}: where this rank listens and why there; null for one rank)
+ * and "shm_unavailable" (why this host's ranks share no memory although it
+ * was wanted, or null). Free with cohort_free. */
 COHORT_API int cohort_comm_describe(const cohort_comm* comm, char** json, size_t* length);
 
 /* Reduces `count` elements of `dtype` across the ranks with `op`; every

@@ -47,6 +47,13 @@ public:
     virtual bool remove(std::string_view key) = 0;
     // "tcp://10.0.0.1:29500", "file:///shared/rdzv": for messages.
     virtual std::string address() const = 0;
+    // The host the store is reached at, without brackets or port
+    // ("10.0.0.1", "coord.example", "::1"), or "" for a store with no network
+    // address (file://). A communicator listens on the interface that routes
+    // there. The default reads the authority of address() as
+    // SCHEME://HOST[:PORT][/...]; a store whose address is not a URL of that
+    // shape overrides it.
+    virtual std::string host() const;
 };
 
 struct StoreOptions {

@@ -22,13 +22,6 @@ using asio::ip::tcp;
 
 namespace {
 
-std::string store_host(const std::string& address) {
-    if (address.rfind("tcp://", 0) != 0) return "";
-    std::string host, port;
-    comm::split_host_port(address.substr(6), host, port);
-    return host;
-}
-
 std::string machine_name() {
     char name[256] = {};
     if (gethostname(name, sizeof name - 1) != 0) return "localhost";
@@ -75,7 +68,7 @@ Communicator::Impl::Impl(const CommOptions& given) : options(with_env_defaults(g
         {options.address, given.address.empty() ? "COHORT_SOCKET_ADDR" : "the address option"},
         {options.ifname,
          given.ifname.empty() ? "COHORT_SOCKET_IFNAME=" + options.ifname : "interface option " + options.ifname},
-        store_host(store->address()));
+        store->host());
     tcp::acceptor acceptor(*io);
     boost::system::error_code ec;
     const tcp::endpoint listen_at(chosen.ip, chosen.port);
@@ -89,6 +82,7 @@ Communicator::Impl::Impl(const CommOptions& given) : options(with_env_defaults(g
         throw Error(Errc::unavailable, fmt::format("rank {} cannot listen on {} (chosen by {}): {}", rank,
                                                    endpoint_text(listen_at), chosen.source, ec.message()));
     const auto local = acceptor.local_endpoint();
+    listening = {local.address(), local.port(), chosen.source};
     scoped->set(fmt::format("rank/{}", rank),
                 fmt::format("{}\n{}\n{}", local.address().to_string(), local.port(), options.host_label));
 

@@ -134,6 +134,12 @@ std::string Communicator::describe() const {
     } else {
         o["shm"] = nullptr;
     }
+    if (impl.listening.port != 0)
+        o["listen"] = boost::json::object{{"address", impl.listening.ip.to_string()},
+                                          {"port", impl.listening.port},
+                                          {"chosen_by", impl.listening.source}};
+    else
+        o["listen"] = nullptr;
     if (impl.shm_unavailable.empty())
         o["shm_unavailable"] = nullptr;
     else

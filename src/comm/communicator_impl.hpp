@@ -5,6 +5,7 @@
 
 #include "comm/engine.hpp"
 #include "comm/shm/group.hpp"
+#include "comm/transport/address.hpp"
 #include "comm/work_state.hpp"
 
 #include <cohort/communicator.hpp>
@@ -49,6 +50,7 @@ struct Communicator::Impl {
     bool multi_rank_host = false;  // some host runs more than one rank
     std::size_t host_count = 1;
     std::vector<Transport> transports;
+    comm::ListenAddress listening;  // where this rank listens, and why there (port 0: alone)
     // This host's shared memory (null without), and why not when wanted.
     std::unique_ptr<comm::shm::Group> shm;
     std::string shm_unavailable;

@@ -276,6 +276,8 @@ TEST(CoordinatorStore, UrlsAndSemantics) {
     options.timeout = 2s;
     auto store = open_store(url, options);
     EXPECT_EQ(store->address(), url);
+    EXPECT_EQ(store->host(), "127.0.0.1");
+    EXPECT_EQ(scoped_store(store, "p/")->host(), "127.0.0.1");
     store->set("k", "v");
     EXPECT_EQ(open_store(url, options)->get("k", 1s), "v");
     EXPECT_EQ(store->try_get("absent"), std::nullopt);
@@ -316,10 +318,15 @@ TEST(CoordinatorStore, CommunicatorBootstrapsThroughAGeneration) {
         options.store = open_store(url, so);
         options.job_id = "comm";
         options.generation = w.generation;
-        options.address = "127.0.0.1";
         options.timeout = 10s;
         options.connect_timeout = 10s;
         Communicator comm(options);
+        // No address given: the rank listens where the coordinator is
+        // reached, here loopback, and not on the default route's interface.
+        const std::string described = comm.describe();
+        if (described.find(R"("listen":{"address":"127.0.0.1")") == std::string::npos ||
+            described.find(R"("chosen_by":"the store is on this machine")") == std::string::npos)
+            throw std::runtime_error("listens elsewhere than on the route to the coordinator: " + described);
         std::vector<int32_t> data = {static_cast<int32_t>(w.rank) + 1, 10};
         comm.allreduce(std::span<int32_t>(data));
         if (data[0] != 6 || data[1] != 30) throw std::runtime_error("wrong sum");

@@ -471,6 +471,74 @@ TEST(StoreFile, PercentEncodedUrlAndCreatedFolder) {
     EXPECT_EQ(open_store("file://" + folder.string())->get("k", 1s), "v");
 }
 
+// Store::host(): where a communicator looks for the route to its store.
+TEST(StoreHost, TcpGivesTheUrlsHostEvenWhenHostingOverLoopback) {
+    StoreServer server("127.0.0.1", 0);
+    auto store = open_store(server.url(), with_timeout(1s));
+    EXPECT_EQ(store->host(), "127.0.0.1");
+    EXPECT_EQ(scoped_store(store, "job/1/")->host(), "127.0.0.1");
+    // Rank 0 hosts "tcp://localhost:0" and talks to it over 127.0.0.1; its
+    // peers reach it as "localhost", and so its host is that.
+    auto hosted = open_store("tcp://localhost:0", with_timeout(1s, true));
+    EXPECT_EQ(hosted->host(), "localhost");
+    hosted->set("k", "v");
+}
+
+TEST(StoreHost, FileHasNone) {
+    TempDir dir;
+    auto store = open_store("file://" + dir.path().string());
+    EXPECT_EQ(store->host(), "");
+    EXPECT_EQ(scoped_store(store, "a/")->host(), "");
+}
+
+TEST(StoreHost, Ipv6WithoutBrackets) {
+    std::optional<StoreServer> server;
+    try {
+        server.emplace("::1", 0);
+    } catch (const Error& e) {
+        GTEST_SKIP() << "no IPv6 loopback here: " << e.what();
+    }
+    EXPECT_EQ(open_store(server->url(), with_timeout(1s))->host(), "::1");
+}
+
+// A store of the program's own with only address(): the default host()
+// reads SCHEME://[USER@]HOST[:PORT][/...].
+class AddressOnlyStore final : public Store {
+public:
+    explicit AddressOnlyStore(std::string address) : address_(std::move(address)) {}
+    void set(std::string_view, std::string_view) override {}
+    std::string get(std::string_view, std::chrono::milliseconds) override { return {}; }
+    std::optional<std::string> try_get(std::string_view) override { return std::nullopt; }
+    int64_t add(std::string_view, int64_t) override { return 0; }
+    std::string compare_and_set(std::string_view, const std::optional<std::string>&, std::string_view) override {
+        return {};
+    }
+    void wait(std::span<const std::string>, std::chrono::milliseconds) override {}
+    bool remove(std::string_view) override { return false; }
+    std::string address() const override { return address_; }
+
+private:
+    std::string address_;
+};
+
+TEST(StoreHost, DefaultReadsTheAuthorityOfTheAddress) {
+    const std::pair<std::string, std::string> cases[] = {
+        {"mine://h.example:99/job/3", "h.example"},
+        {"mine://h.example/job", "h.example"},
+        {"mine://10.1.2.3", "10.1.2.3"},
+        {"mine://[fe80::1]:5/x", "fe80::1"},
+        {"mine://user@10.1.2.3:7/x", "10.1.2.3"},
+        {"mine:///a/folder", ""},
+        {"not a url", ""},
+        {"mine://[fe80::1/x", ""},
+        {"", ""},
+    };
+    for (const auto& [address, host] : cases) {
+        EXPECT_EQ(AddressOnlyStore(address).host(), host) << address;
+        EXPECT_EQ(scoped_store(std::make_shared<AddressOnlyStore>(address), "p/")->host(), host) << address;
+    }
+}
+
 // A scheme of the program's own: open_store hands the rest of the URL to its
 // opener. The collectives know only tcp:// and file://; coordinator:// is
 // registered this way too, by the coordinator client.

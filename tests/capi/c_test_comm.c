@@ -699,6 +699,9 @@ static void* rank_main(void* arg) {
         CHECK(json != NULL && strstr(json, "\"transports\":[") != NULL);
         CHECK(json != NULL && strstr(json, rank == 0 ? "[\"self\",\"shm\"]" : "[\"shm\",\"self\"]") != NULL);
         CHECK(json != NULL && strstr(json, "\"shm_unavailable\":null") != NULL);
+        /* Where it listens, and why: the address option join() gave. */
+        CHECK(json != NULL && strstr(json, "\"listen\":{\"address\":\"127.0.0.1\",\"port\":") != NULL);
+        CHECK(json != NULL && strstr(json, "\"chosen_by\":\"the address option=127.0.0.1\"") != NULL);
         cohort_free(json);
     }
 

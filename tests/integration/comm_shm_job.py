@@ -41,9 +41,12 @@ def worker_env(extra):
 
 class Job:
     """N ranks, their output lines as they come, and a watchdog. flags, env
-    and wrap may be functions of the rank."""
+    and wrap may be functions of the rank. worker: the rank's script; store:
+    its URL (default a tcp:// store on 127.0.0.1); spawn(rank, argv,
+    **popen) starts a rank elsewhere (hosts.Cluster), default Popen."""
 
-    def __init__(self, size, scenario, flags=(), env=None, wrap=(), deadline_s=60.0, name="job"):
+    def __init__(self, size, scenario, flags=(), env=None, wrap=(), deadline_s=60.0, name="job",
+                 worker=WORKER, store=None, spawn=None):
         self.size, self.name = size, name
         self.deadline_s = deadline_s
         self.deadline = time.monotonic() + deadline_s
@@ -55,16 +58,17 @@ class Job:
         self.results = {}
         self.ready = {}  # rank -> its "ready {...}" line: describe(), transports, mapped files
         self.procs = {}
-        self.store = "tcp://127.0.0.1:%d" % free_port()
+        self.store = store or "tcp://127.0.0.1:%d" % free_port()
+        spawn = spawn or (lambda rank, argv, **popen: subprocess.Popen(argv, **popen))
         try:
             for rank in range(size):
                 prefix = wrap(rank) if callable(wrap) else wrap  # e.g. unshare --pid ...
-                argv = list(prefix) + [sys.executable, WORKER, "--rank", str(rank), "--size", str(size),
+                argv = list(prefix) + [sys.executable, worker, "--rank", str(rank), "--size", str(size),
                                      "--store", self.store, "--scenario", scenario, "--seed", str(SEED)]
                 argv += list(flags(rank) if callable(flags) else flags)
-                proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True,
-                                        env=worker_env(env(rank) if callable(env) else env))
+                proc = spawn(rank, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=worker_env(env(rank) if callable(env) else env))
                 self.procs[rank] = proc
                 for stream, is_err in ((proc.stdout, False), (proc.stderr, True)):
                     threading.Thread(target=self._read, args=(rank, stream, is_err), daemon=True).start()

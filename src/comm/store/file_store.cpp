@@ -162,6 +162,7 @@ public:
     }
 
     std::string address() const override { return address_; }
+    std::string host() const override { return ""; }  // a folder: no network address
 
 private:
     // Sleeps `delay`, cut short at the deadline; false once it has passed.

@@ -36,6 +36,7 @@ public:
     // the interface that routes to the store), and the prefix shows in every
     // key an error names anyway.
     std::string address() const override { return base_->address(); }
+    std::string host() const override { return base_->host(); }
 
     const std::shared_ptr<Store>& base() const { return base_; }
     const std::string& prefix() const { return prefix_; }

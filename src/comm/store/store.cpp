@@ -2,6 +2,7 @@
 // checks and message helpers the backends share (backends.hpp).
 #include "comm/store/backends.hpp"
 #include "comm/store/protocol.hpp"
+#include "comm/transport/address.hpp"
 
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
@@ -19,6 +20,18 @@
 namespace cohort {
 
 Store::~Store() = default;
+
+std::string Store::host() const {
+    const std::string url = address();
+    const auto scheme_end = url.find("://");
+    if (scheme_end == std::string::npos) return "";
+    std::string authority = url.substr(scheme_end + 3);
+    authority = authority.substr(0, authority.find('/'));
+    if (const auto at = authority.rfind('@'); at != std::string::npos) authority.erase(0, at + 1);
+    std::string host, port;
+    if (!comm::split_host_port(authority, host, port)) return "";
+    return host;
+}
 
 namespace detail {
 

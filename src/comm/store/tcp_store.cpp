@@ -64,7 +64,7 @@ bool resendable(sp::Command command) {
 
 class TcpStore final : public Store {
 public:
-    TcpStore(std::string host, uint16_t port, const StoreOptions& options) : options_(options) {
+    TcpStore(std::string host, uint16_t port, const StoreOptions& options) : options_(options), url_host_(host) {
         error_code ec;
         const auto literal = asio::ip::make_address(host, ec);
         const std::string shown = !ec && literal.is_v6() ? fmt::format("[{}]", host) : host;
@@ -155,6 +155,9 @@ public:
     bool remove(std::string_view key) override { return call(request(sp::Command::remove, key), {}).number != 0; }
 
     std::string address() const override { return address_; }
+    // The URL's host, even when this process hosts the store and talks to
+    // it over loopback: the peers reach it there.
+    std::string host() const override { return url_host_; }
 
 private:
     sp::Request request(sp::Command command, std::string_view key, std::string_view value = {}) const {
@@ -376,6 +379,7 @@ private:
     }
 
     StoreOptions options_;
+    std::string url_host_;                 // as the URL gave it (host_ may be loopback)
     std::unique_ptr<StoreServer> server_;  // when this process hosts the store
     std::string host_;
     uint16_t port_ = 0;

@@ -201,6 +201,7 @@ public:
         return client_->store_remove(job_, generation_, key);
     }
 
+    // host(): Store's default reads HOST from coordinator://HOST:PORT/JOB/GEN.
     std::string address() const override { return address_; }
 
 private:
