@@ -33,14 +33,14 @@ test never hangs. Standard library only.
 import argparse
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+
+import case_runner  # beside this file, so on sys.path when run as a script
 import urllib.parse
 
 from coordinator_http import CaseFailed, check, ok, request
@@ -403,38 +403,22 @@ CASES = {"form_4": case_form_4, "kill_member": case_kill_member, "late_joiner": 
          "leave": case_leave, "bad_requests": case_bad_requests}
 
 
+def kill_children():
+    for p in list(children):
+        if p.poll() is None:
+            p.kill()
+
+
+def reap_children():
+    kill_children()
+    for p in children:
+        p.wait()
+
+
 def run_case(exe, name):
-    workdir = tempfile.mkdtemp(prefix=f"cohort-members-{name}-")
-    timed_out = threading.Event()
-
-    def watchdog():
-        timed_out.set()
-        for p in list(children):
-            if p.poll() is None:
-                p.kill()
-
-    timer = threading.Timer(CASE_DEADLINE_S, watchdog)
-    timer.start()
-    started = time.monotonic()
-    try:
-        CASES[name](exe, workdir)
-        print(f"{name}: passed in {time.monotonic() - started:.1f} s", flush=True)
-        return True
-    except CaseFailed as e:
-        print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
-        return False
-    except Exception as e:  # noqa: BLE001 - a crash of the test is a failure too
-        why = f"watchdog fired after {CASE_DEADLINE_S} s" if timed_out.is_set() else repr(e)
-        print(f"{name}: FAILED: {why}", file=sys.stderr, flush=True)
-        return False
-    finally:
-        timer.cancel()
-        for p in children:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-        children.clear()
-        shutil.rmtree(workdir, ignore_errors=True)
+    return case_runner.run_case(name, lambda workdir: CASES[name](exe, workdir),
+                                prefix=f"cohort-members-{name}-", deadline_s=CASE_DEADLINE_S,
+                                kill_all=kill_children, clean_up=reap_children, expected=(CaseFailed,))
 
 
 def main():

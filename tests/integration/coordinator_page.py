@@ -37,6 +37,8 @@ import sys
 import tempfile
 import threading
 import time
+
+import case_runner  # beside this file, so on sys.path when run as a script
 import urllib.error
 import urllib.request
 
@@ -436,33 +438,20 @@ def case_token(exe, chromium, workdir):
 CASES = {"members": case_members, "token": case_token}
 
 
+def kill_children():
+    for p, group in list(children):
+        kill_child(p, group)
+
+
+def reap_children():
+    kill_children()
+    children.clear()
+
+
 def run_case(exe, chromium, name):
-    workdir = tempfile.mkdtemp(prefix=f"cohort-page-{name}-")
-    timed_out = threading.Event()
-
-    def watchdog():
-        timed_out.set()
-        for p, group in children:
-            kill_child(p, group)
-
-    timer = threading.Timer(CASE_DEADLINE_S, watchdog)
-    timer.start()
-    try:
-        CASES[name](exe, chromium, workdir)
-        return True
-    except CaseFailed as e:
-        print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
-        return False
-    except Exception as e:  # noqa: BLE001 - a crash of the test is a failure too
-        why = f"watchdog fired after {CASE_DEADLINE_S} s" if timed_out.is_set() else repr(e)
-        print(f"{name}: FAILED: {why}", file=sys.stderr, flush=True)
-        return False
-    finally:
-        timer.cancel()
-        for p, group in children:
-            kill_child(p, group)
-        children.clear()
-        shutil.rmtree(workdir, ignore_errors=True)
+    return case_runner.run_case(name, lambda workdir: CASES[name](exe, chromium, workdir),
+                                prefix=f"cohort-page-{name}-", deadline_s=CASE_DEADLINE_S,
+                                kill_all=kill_children, clean_up=reap_children, expected=(CaseFailed,))
 
 
 def main():

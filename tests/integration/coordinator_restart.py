@@ -35,14 +35,14 @@ import argparse
 import glob
 import http.client
 import os
-import shutil
 import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+
+import case_runner  # beside this file, so on sys.path when run as a script
 import urllib.error
 import urllib.parse
 
@@ -366,36 +366,24 @@ CASES = {"restart": case_restart, "lock": case_lock, "torn": case_torn, "corrupt
          "lost": case_lost, "private": case_private}
 
 
+def kill_children():
+    for p in list(Coordinator.children):
+        if p.poll() is None:
+            p.kill()
+
+
+def reap_children():
+    for p in Coordinator.children:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    Coordinator.children.clear()
+
+
 def run_case(exe, name):
-    workdir = tempfile.mkdtemp(prefix=f"cohort-coordinator-{name}-")
-    timed_out = threading.Event()
-
-    def watchdog():
-        timed_out.set()
-        for p in Coordinator.children:
-            if p.poll() is None:
-                p.kill()
-
-    timer = threading.Timer(CASE_DEADLINE_S, watchdog)
-    timer.start()
-    try:
-        CASES[name](exe, workdir)
-        return True
-    except CaseFailed as e:
-        print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
-        return False
-    except Exception as e:  # noqa: BLE001 - a crash of the test is a failure too
-        why = f"watchdog fired after {CASE_DEADLINE_S} s" if timed_out.is_set() else repr(e)
-        print(f"{name}: FAILED: {why}", file=sys.stderr, flush=True)
-        return False
-    finally:
-        timer.cancel()
-        for p in Coordinator.children:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        Coordinator.children.clear()
-        shutil.rmtree(workdir, ignore_errors=True)
+    return case_runner.run_case(name, lambda workdir: CASES[name](exe, workdir),
+                                prefix=f"cohort-coordinator-{name}-", deadline_s=CASE_DEADLINE_S,
+                                kill_all=kill_children, clean_up=reap_children, expected=(CaseFailed,))
 
 
 def main():

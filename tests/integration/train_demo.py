@@ -41,13 +41,12 @@ import argparse
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
+
+import case_runner  # beside this file, so on sys.path when run as a script
 
 from coordinator_http import CaseFailed, check, ok
 
@@ -348,38 +347,24 @@ CASES = {"three": case_three, "kill": case_kill, "python": case_python, "python_
          "checkpoint": case_checkpoint}
 
 
+def kill_children():
+    for p in list(children):
+        if p.poll() is None:
+            p.kill()
+
+
+def reap_children():
+    kill_children()
+    for p in children:
+        p.wait()
+    children.clear()
+
+
 def run_case(tools, name):
-    workdir = tempfile.mkdtemp(prefix=f"cohort-train-{name}-")
-    timed_out = threading.Event()
-
-    def watchdog():
-        timed_out.set()
-        for p in list(children):
-            if p.poll() is None:
-                p.kill()
-
-    timer = threading.Timer(CASE_DEADLINE_S, watchdog)
-    timer.start()
-    started = time.monotonic()
-    try:
-        CASES[name](tools, workdir)
-        print(f"{name}: passed in {time.monotonic() - started:.1f} s", flush=True)
-        return "passed"
-    except CaseFailed as e:
-        print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
-        return "failed"
-    except Exception as e:  # noqa: BLE001 - a crash of the test is a failure too
-        why = f"watchdog fired after {CASE_DEADLINE_S} s" if timed_out.is_set() else repr(e)
-        print(f"{name}: FAILED: {why}", file=sys.stderr, flush=True)
-        return "failed"
-    finally:
-        timer.cancel()
-        for p in children:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-        children.clear()
-        shutil.rmtree(workdir, ignore_errors=True)
+    passed = case_runner.run_case(name, lambda workdir: CASES[name](tools, workdir),
+                                  prefix=f"cohort-train-{name}-", deadline_s=CASE_DEADLINE_S,
+                                  kill_all=kill_children, clean_up=reap_children, expected=(CaseFailed,))
+    return "passed" if passed else "failed"
 
 
 def python_with_numpy(given):
