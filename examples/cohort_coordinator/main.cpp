@@ -7,7 +7,9 @@
 #include <cohort/error.hpp>
 
 #include <charconv>
+#include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -21,7 +23,10 @@
 namespace {
 
 constexpr const char* kHelp = R"help(usage: cohort-coordinator [--host HOST] [--port PORT] [--token-file FILE]
-                          [--data-dir DIR]
+                          [--data-dir DIR] [--max-connections N]
+                          [--max-connections-per-client N]
+                          [--idle-timeout SECONDS]
+                          [--crowded-idle-timeout SECONDS] [--keep-fd-limit]
 
 Serves the elastic coordinator (docs/coordinator.md): training jobs'
 rendezvous, heartbeats, key-value store and dataset shards, over HTTP/1.1 +
@@ -39,6 +44,21 @@ options:
                          kill -9, it carries on with nothing answered lost;
                          one coordinator per DIR (default: state in memory
                          only)
+      --max-connections N
+                         connections open at once; more are refused, and
+                         counted in /metrics (default: the open-file limit
+                         less 128, at most 65536)
+      --max-connections-per-client N
+                         connections open at once from one address
+                         (default: a quarter of --max-connections)
+      --idle-timeout SECONDS
+                         close a connection that waits this long for a
+                         request (default 60)
+      --crowded-idle-timeout SECONDS
+                         the same once more than four fifths of
+                         --max-connections are open (default 2)
+      --keep-fd-limit    do not raise the soft open-file limit to the hard
+                         limit at start
   -h, --help             this help
       --version          print the version
 
@@ -48,6 +68,25 @@ is taken, DIR is in use or its journal is damaged), 2 for bad usage.
 
 [[noreturn]] void usage(std::string message) {
     throw cohort::Error(cohort::Errc::invalid_argument, std::move(message));
+}
+
+std::size_t positive_count(std::string_view flag, std::string_view text) {
+    std::size_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value == 0) {
+        usage(fmt::format("{}: expected a whole number of connections, at least 1, got '{}'", flag, text));
+    }
+    return value;
+}
+
+// Seconds, as a number with a fraction allowed, to milliseconds (at least 1).
+std::chrono::milliseconds positive_seconds(std::string_view flag, std::string_view text) {
+    double value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || !(value >= 0.001) || value > 86400.0 * 365) {
+        usage(fmt::format("{}: expected seconds, from 0.001 to a year, got '{}'", flag, text));
+    }
+    return std::chrono::milliseconds(static_cast<int64_t>(value * 1000 + 0.5));
 }
 
 std::string read_token(const std::string& path) {
@@ -65,6 +104,7 @@ std::string read_token(const std::string& path) {
 // Empty after printing help or the version.
 std::optional<cohort::CoordinatorOptions> parse_options(int argc, char** argv) {
     cohort::CoordinatorOptions options;
+    bool idle_given = false, crowded_given = false;
     cohort_examples::Args args(argc, argv);
     std::string_view arg;
     while (args.next(arg)) {
@@ -84,11 +124,31 @@ std::optional<cohort::CoordinatorOptions> parse_options(int argc, char** argv) {
             options.token = read_token(std::string(args.value()));
         } else if (arg == "--data-dir") {
             options.data_dir = std::string(args.value());
+        } else if (arg == "--max-connections") {
+            options.max_connections = positive_count(arg, args.value());
+        } else if (arg == "--max-connections-per-client") {
+            options.max_connections_per_client = positive_count(arg, args.value());
+        } else if (arg == "--idle-timeout") {
+            options.idle_timeout = positive_seconds(arg, args.value());
+            idle_given = true;
+        } else if (arg == "--crowded-idle-timeout") {
+            options.crowded_idle_timeout = positive_seconds(arg, args.value());
+            crowded_given = true;
+        } else if (arg == "--keep-fd-limit") {
+            options.raise_fd_limit = false;
         } else if (arg.starts_with("-")) {
             usage(fmt::format("unknown option '{}' (see --help)", args.current()));
         } else {
             usage(fmt::format("unexpected argument '{}' (cohort-coordinator takes options only; see --help)", arg));
         }
+    }
+    if (options.crowded_idle_timeout > options.idle_timeout) {
+        // A short --idle-timeout alone brings the crowded one down with it.
+        if (crowded_given || !idle_given) {
+            usage(fmt::format("--crowded-idle-timeout ({} s) must not exceed --idle-timeout ({} s)",
+                              options.crowded_idle_timeout.count() / 1000.0, options.idle_timeout.count() / 1000.0));
+        }
+        options.crowded_idle_timeout = options.idle_timeout;
     }
     return options;
 }

@@ -31,6 +31,23 @@ struct COHORT_API CoordinatorOptions {
     // How often silent members, due rounds, join timeouts and lease expiry
     // are looked for.
     std::chrono::milliseconds tick{100};
+    // Connections. A connection waiting longer than idle_timeout for a
+    // request (between keep-alive requests, or one arriving byte by byte)
+    // is closed. At most max_connections are open (0: the open-file limit
+    // less 128 for the journal and the embedding program, at most 65,536),
+    // at most max_connections_per_client from one address (0: a quarter of
+    // max_connections, at least 1). Above four fifths of max_connections,
+    // idle connections are closed after crowded_idle_timeout instead, and
+    // at the cap a newcomer takes the place of the longest idle one; what
+    // still does not fit is refused, logged and counted in /metrics
+    // (docs/coordinator.md, "Connections").
+    std::size_t max_connections = 0;
+    std::size_t max_connections_per_client = 0;
+    std::chrono::milliseconds idle_timeout{60000};
+    std::chrono::milliseconds crowded_idle_timeout{2000};
+    // Raise the process's soft open-file limit (RLIMIT_NOFILE) to its hard
+    // limit when the server starts, before max_connections is derived.
+    bool raise_fd_limit = true;
     // Seconds on a clock that survives restarts; Unix time by default. Tests
     // inject their own to make time pass.
     std::function<double()> clock;

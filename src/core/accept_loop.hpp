@@ -1,7 +1,8 @@
 // The accept loop both of cohort's servers run (the tcp:// store and the
 // coordinator): hand each connection over with TCP_NODELAY set, and on an
 // accept error (out of descriptors, most likely) wait a moment and try
-// again rather than spin or give up.
+// again rather than spin or give up, unless the error handler freed
+// descriptors and says to try again at once.
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
@@ -13,7 +14,8 @@
 namespace cohort::detail {
 
 // `stopping` is read on the io thread only. on_error(ec) is told of each
-// failed accept before the pause.
+// failed accept; it returns true to try again at once (it closed something,
+// so the next accept can succeed), false to pause first.
 template <typename OnSocket, typename OnError>
 void accept_connections(boost::asio::ip::tcp::acceptor& acceptor, boost::asio::steady_timer& retry,
                         const bool& stopping, OnSocket on_socket, OnError on_error) {
@@ -22,7 +24,10 @@ void accept_connections(boost::asio::ip::tcp::acceptor& acceptor, boost::asio::s
                            on_error = std::move(on_error)](error_code ec, boost::asio::ip::tcp::socket socket) mutable {
         if (stopping || ec == boost::asio::error::operation_aborted) return;
         if (ec) {
-            on_error(ec);
+            if (on_error(ec)) {
+                accept_connections(acceptor, retry, stopping, std::move(on_socket), std::move(on_error));
+                return;
+            }
             retry.expires_after(std::chrono::milliseconds(100));
             retry.async_wait([&acceptor, &retry, &stopping, on_socket = std::move(on_socket),
                               on_error = std::move(on_error)](error_code wait_ec) mutable {

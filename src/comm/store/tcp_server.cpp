@@ -102,6 +102,7 @@ void StoreServer::Impl::accept() {
         },
         [this](const error_code& ec) {
             fmt::print(stderr, "cohort: store server {}: accept failed: {}\n", url, ec.message());
+            return false;  // pause, then try again
         });
 }
 

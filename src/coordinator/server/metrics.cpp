@@ -115,6 +115,27 @@ std::string Coordinator::Impl::prometheus() const {
     }
     header(out, "cohort_coordinator_connections", "gauge", "Open client connections.");
     out += fmt::format("cohort_coordinator_connections {}\n", sessions.size());
+    header(out, "cohort_coordinator_connections_idle", "gauge", "Open connections waiting for a request.");
+    out += fmt::format("cohort_coordinator_connections_idle {}\n", gate.idle());
+    header(out, "cohort_coordinator_connections_max", "gauge", "The most connections open at once (max_connections).");
+    out += fmt::format("cohort_coordinator_connections_max {}\n", options.max_connections);
+    header(out, "cohort_coordinator_connections_per_client_max", "gauge",
+           "The most connections open at once from one address (max_connections_per_client).");
+    out += fmt::format("cohort_coordinator_connections_per_client_max {}\n", options.max_connections_per_client);
+    header(out, "cohort_coordinator_connections_refused_total", "counter",
+           "Connections closed as soon as accepted, by reason: at max_connections with none idle, at "
+           "max_connections_per_client, or out of file descriptors.");
+    for (int r = 0; r < coord::server::kRefusalCount; ++r) {
+        const auto why = static_cast<coord::server::Refusal>(r);
+        out += fmt::format("cohort_coordinator_connections_refused_total{{reason=\"{}\"}} {}\n", to_string(why),
+                           gate.refusals(why));
+    }
+    header(out, "cohort_coordinator_connections_shed_total", "counter",
+           "Idle connections closed early to make room: idle past crowded_idle_timeout while crowded, or the "
+           "longest idle one at max_connections when another arrived.");
+    out += fmt::format("cohort_coordinator_connections_shed_total{{reason=\"crowded_idle\"}} {}\n", gate.shed_total());
+    out +=
+        fmt::format("cohort_coordinator_connections_shed_total{{reason=\"displaced\"}} {}\n", gate.displaced_total());
     header(out, "cohort_coordinator_parked_requests", "gauge", "Store gets and waits waiting for keys.");
     std::size_t waiting = 0;
     for (const auto& [job, list] : parked) waiting += list.reads.size();

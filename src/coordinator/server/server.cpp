@@ -7,6 +7,7 @@
 #include "coordinator/journal/data_dir.hpp"
 #include "coordinator/server/session.hpp"
 #include "core/accept_loop.hpp"
+#include "core/fd_limit.hpp"
 
 #include <boost/asio/post.hpp>
 
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <utility>
 
 #include <fcntl.h>
@@ -66,6 +68,56 @@ DataDirLock::~DataDirLock() {
 
 namespace {
 
+// Once per process: every coordinator in it shares the limit.
+void raise_fd_limit_once() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        const detail::FdLimit limit = detail::raise_open_file_limit();
+        if (!limit.error.empty()) {
+            std::fprintf(stderr,
+                         "cohort-coordinator: warning: cannot raise the open-file limit from %llu to its hard limit "
+                         "%llu: %s; connections are capped below the current limit\n",
+                         static_cast<unsigned long long>(limit.before), static_cast<unsigned long long>(limit.hard),
+                         limit.error.c_str());
+        } else if (limit.soft != limit.before) {
+            std::fprintf(stderr, "cohort-coordinator: raised the open-file limit from %llu to %llu (the hard limit)\n",
+                         static_cast<unsigned long long>(limit.before), static_cast<unsigned long long>(limit.soft));
+        }
+    });
+}
+
+// Fills in the derived connection limits and checks the given ones.
+void resolve_connection_limits(CoordinatorOptions& options) {
+    using std::chrono::milliseconds;
+    if (options.idle_timeout <= milliseconds(0)) {
+        throw Error(Errc::invalid_argument,
+                    fmt::format("coordinator: idle_timeout must be positive, not {} ms", options.idle_timeout.count()));
+    }
+    if (options.crowded_idle_timeout <= milliseconds(0) || options.crowded_idle_timeout > options.idle_timeout) {
+        throw Error(Errc::invalid_argument,
+                    fmt::format("coordinator: crowded_idle_timeout must be positive and at most idle_timeout ({} ms), "
+                                "not {} ms",
+                                options.idle_timeout.count(), options.crowded_idle_timeout.count()));
+    }
+    if (options.raise_fd_limit) raise_fd_limit_once();
+    if (options.max_connections == 0) {
+        // What the journal, snapshots, the lock and the embedding program
+        // may need is kept back; past 65,536 idle sessions cost more memory
+        // than descriptors are worth.
+        constexpr uint64_t kReserve = 128, kMinimum = 16, kLargest = 65536;
+        const uint64_t fds = detail::open_file_limit();
+        options.max_connections =
+            static_cast<std::size_t>(std::min(kLargest, fds > kReserve + kMinimum ? fds - kReserve : kMinimum));
+    }
+    if (options.max_connections_per_client == 0) {
+        options.max_connections_per_client = std::max<std::size_t>(1, options.max_connections / 4);
+    }
+}
+
+coord::server::ConnectionLimits connection_limits(const CoordinatorOptions& options) {
+    return {options.max_connections, options.max_connections_per_client, options.crowded_idle_timeout};
+}
+
 CoordinatorOptions checked(CoordinatorOptions options) {
     if (!options.clock) {
         options.clock = [] {
@@ -77,6 +129,7 @@ CoordinatorOptions checked(CoordinatorOptions options) {
                     fmt::format("coordinator: tick must be positive, not {} ms", options.tick.count()));
     }
     if (options.body_limit == 0) throw Error(Errc::invalid_argument, "coordinator: body_limit must be positive");
+    resolve_connection_limits(options);
     return options;
 }
 
@@ -96,7 +149,8 @@ Coordinator::Impl::Impl(CoordinatorOptions opts)
     : options(checked(std::move(opts))),
       lock(options.data_dir),
       durable(open_journal(options.data_dir)),
-      state(durable ? durable->state() : memory_state) {
+      state(durable ? durable->state() : memory_state),
+      gate(connection_limits(options)) {
     if (durable) {
         // The outage is nobody's silence: heartbeat and lease clocks start
         // again now, and that restart is journaled too.
@@ -115,6 +169,7 @@ Coordinator::Impl::~Impl() {
         asio::post(io, [this] { shutdown(); });
         thread.join();
     }
+    if (spare_fd >= 0) ::close(spare_fd);
 }
 
 double Coordinator::Impl::now() const {
@@ -148,17 +203,13 @@ void Coordinator::Impl::bind() {
                        : bound.is_v6()        ? fmt::format("[{}]", bound.to_string())
                                               : bound.to_string();
     url = fmt::format("http://{}:{}", host, port);
+    spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
 void Coordinator::Impl::accept() {
     detail::accept_connections(
-        acceptor, accept_retry, stopping,
-        [this](tcp::socket socket) {
-            auto session = std::make_shared<HttpSession>(*this, std::move(socket));
-            sessions.insert(session);
-            session->start();
-        },
-        [](const error_code&) {});
+        acceptor, accept_retry, stopping, [this](tcp::socket socket) { take(std::move(socket)); },
+        [this](const error_code& ec) { return on_accept_error(ec); });
 }
 
 void Coordinator::Impl::schedule_tick() {
@@ -277,6 +328,9 @@ void Coordinator::Impl::shutdown() {
     acceptor.close(ignored);
     accept_retry.cancel();
     ticker.cancel();
+    shed_timer.cancel();
+    if (spare_fd >= 0) ::close(spare_fd);
+    spare_fd = -1;
     if (durable) {
         // A clean stop leaves a snapshot, so the next start replays nothing.
         try {
@@ -295,7 +349,7 @@ void Coordinator::Impl::shutdown() {
     parked.clear();
     held.clear();  // their connections close: the journal never got to say
     const auto open = sessions;
-    for (const auto& session : open) session->close();
+    for (const auto& [id, session] : open) session->close();
     sessions.clear();
     io.stop();
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "coordinator/journal/durable_state.hpp"
+#include "coordinator/server/connection_gate.hpp"
 #include "coordinator/server/http_reply.hpp"
 #include "coordinator/server/latency.hpp"
 #include "coordinator/server/target.hpp"
@@ -35,7 +36,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 namespace cohort::coord::server {
@@ -104,8 +105,8 @@ struct Coordinator::Impl {
     using Request = coord::server::Request;
     using ParkedRead = coord::server::ParkedRead;
 
-    // How long a connection may sit between requests, or take to send one.
-    static constexpr std::chrono::seconds kReadTimeout{60};
+    // How long an answer may take to be read (how long a connection may
+    // wait for a request is options.idle_timeout).
     static constexpr std::chrono::seconds kWriteTimeout{30};
     static constexpr std::size_t kHeaderLimit = 16 * 1024;
     // The longest a store get or wait may park.
@@ -140,7 +141,19 @@ struct Coordinator::Impl {
     std::deque<coord::server::HeldReply> held;
     std::string journal_failure;
 
-    std::unordered_set<std::shared_ptr<HttpSession>> sessions;
+    // Open connections by id, and who may open more (connections.cpp).
+    std::unordered_map<uint64_t, std::shared_ptr<HttpSession>> sessions;
+    uint64_t next_session = 0;
+    coord::server::ConnectionGate gate;
+    boost::asio::steady_timer shed_timer{io};
+    bool shed_armed = false;
+    int spare_fd = -1;  // given up for a moment to accept and close when out of descriptors
+    // Refusal lines are rate-limited: when each reason last printed one,
+    // and how many went unprinted since.
+    std::array<std::chrono::steady_clock::time_point, coord::server::kRefusalCount> refusal_logged{};
+    std::array<uint64_t, coord::server::kRefusalCount> refusal_unlogged{};
+    std::chrono::steady_clock::time_point shed_logged{};
+    uint64_t shed_unlogged = 0;
     std::map<std::string, coord::server::ParkedList, std::less<>> parked;  // by job
     std::map<std::string, coord::server::WorldCache, std::less<>> worlds;  // by job
     coord::server::LatencyHistogram heartbeat_latency;
@@ -149,6 +162,19 @@ struct Coordinator::Impl {
     double now() const;
     void bind();
     void accept();
+
+    // connections.cpp: a new connection taken, or refused and closed; idle
+    // connections closed early while crowded; out of descriptors.
+    void take(boost::asio::ip::tcp::socket socket);
+    void refuse(boost::asio::ip::tcp::socket& socket, coord::server::Refusal why, const std::string& peer);
+    bool close_session(uint64_t id);  // false: no such session
+    void shed_idle(std::chrono::steady_clock::time_point now);
+    // Rate-limited like log_refusal; `closed` adds to the count it reports.
+    void log_shed(std::chrono::steady_clock::time_point at, std::size_t closed, std::string_view line);
+    void arm_shed();
+    // True when it closed idle connections, so accepting can go on at once.
+    bool on_accept_error(const boost::system::error_code& ec);
+    void log_refusal(coord::server::Refusal why, std::string_view line);
     void schedule_tick();
     void arm_tick(std::chrono::steady_clock::time_point at);
     // Makes sure a tick runs by `deadline` (the state's clock): a round's

@@ -9,27 +9,32 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <utility>
+
 namespace cohort::coord::server {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 
-HttpSession::HttpSession(Coordinator::Impl& server, asio::ip::tcp::socket socket)
-    : server_(server), stream_(std::move(socket)) {}
+HttpSession::HttpSession(Coordinator::Impl& server, asio::ip::tcp::socket socket, uint64_t id, std::string peer)
+    : server_(server), id_(id), peer_(std::move(peer)), stream_(std::move(socket)) {}
 
 void HttpSession::read_request() {
     if (closed_) return;
     parser_.emplace();
     parser_->body_limit(server_.options.body_limit);
     parser_->header_limit(Coordinator::Impl::kHeaderLimit);
-    stream_.expires_after(Coordinator::Impl::kReadTimeout);
+    stream_.expires_after(server_.options.idle_timeout);
+    waiting_ = server_.gate.start_waiting(id_, std::chrono::steady_clock::now());
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
 }
 
 void HttpSession::on_read(beast::error_code ec) {
     if (closed_) return;
+    if (waiting_) server_.gate.stop_waiting(*std::exchange(waiting_, std::nullopt));
     if (ec) {
         // A client that leaves or idles past the timeout just goes; one that
         // sent something unreadable is told why, then the connection ends
@@ -115,7 +120,9 @@ void HttpSession::close() {
     beast::error_code ignored;
     stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
     stream_.close();
-    server_.sessions.erase(shared_from_this());
+    if (waiting_) server_.gate.stop_waiting(*std::exchange(waiting_, std::nullopt));
+    server_.gate.release(peer_);
+    server_.sessions.erase(id_);
 }
 
 }  // namespace cohort::coord::server

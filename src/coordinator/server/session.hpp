@@ -10,7 +10,8 @@ namespace cohort::coord::server {
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
 public:
-    HttpSession(Coordinator::Impl& server, boost::asio::ip::tcp::socket socket);
+    // `id` is its key in the server's sessions; `peer` its client's address.
+    HttpSession(Coordinator::Impl& server, boost::asio::ip::tcp::socket socket, uint64_t id, std::string peer);
 
     void start() { read_request(); }
     // The answer to the current request, once the journal holds what it
@@ -19,6 +20,7 @@ public:
     void reply(Response response);
     // Sends the answer now.
     void send(Response response);
+    // Ends the connection, and its place in the gate's counts.
     void close();
 
 private:
@@ -31,6 +33,10 @@ private:
     void drain();
 
     Coordinator::Impl& server_;
+    uint64_t id_;
+    std::string peer_;
+    // While waiting for a request: its place among the idle connections.
+    std::optional<ConnectionGate::Ticket> waiting_;
     boost::beast::tcp_stream stream_;
     boost::beast::flat_buffer buffer_;
     std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
