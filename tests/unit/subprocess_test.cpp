@@ -333,8 +333,7 @@ TEST(SpawnProcess, NoParentDeathSignalAndOnlyTheStandardDescriptors) {
     // spawn_process returns once exec has happened (or failed).
     std::error_code ec;
     std::vector<std::string> held;
-    for (const auto& entry :
-         std::filesystem::directory_iterator("/proc/" + std::to_string(spawned.pid) + "/fd", ec))
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(spawned.pid) + "/fd", ec))
         held.push_back(entry.path().filename().string() + " -> " + target(entry.path().string()));
     ::kill(spawned.pid, SIGKILL);
     int status = 0;
