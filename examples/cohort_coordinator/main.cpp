@@ -2,6 +2,7 @@
 // HTTP until SIGINT or SIGTERM. A starting point to copy: everything here
 // uses the public C++ API.
 #include "../common/args.hpp"
+#include "../common/files.hpp"
 
 #include <cohort/coordinator.hpp>
 #include <cohort/error.hpp>
@@ -11,9 +12,8 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -90,11 +90,9 @@ std::chrono::milliseconds positive_seconds(std::string_view flag, std::string_vi
 }
 
 std::string read_token(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) usage(fmt::format("--token-file: cannot read '{}'", path));
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string token = text.str();
+    std::string token;
+    if (const int error = cohort_examples::read_file(path, token); error != 0)
+        usage(fmt::format("--token-file: cannot read '{}': {}", path, std::strerror(error)));
     const auto first = token.find_first_not_of(" \t\r\n");
     if (first == std::string::npos) usage(fmt::format("--token-file: '{}' is empty", path));
     token = token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);

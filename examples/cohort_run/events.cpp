@@ -13,7 +13,8 @@ namespace cohort_run {
 EventLog::EventLog(const std::string& events_file, bool quiet)
     : start_(std::chrono::steady_clock::now()), quiet_(quiet) {
     if (!events_file.empty()) {
-        file_ = std::fopen(events_file.c_str(), "w");
+        // "e": O_CLOEXEC, so the workers do not inherit the log.
+        file_ = std::fopen(events_file.c_str(), "we");
         if (file_ == nullptr) {
             throw cohort::Error(cohort::Errc::io,
                                 fmt::format("--events: cannot write '{}': {}", events_file, std::strerror(errno)));

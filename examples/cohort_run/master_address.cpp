@@ -33,7 +33,7 @@ std::optional<std::string> route_to(const std::string& host, int family) {
     if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr) return std::nullopt;
     std::optional<std::string> out;
     for (const addrinfo* a = found; a != nullptr && !out; a = a->ai_next) {
-        const int fd = ::socket(a->ai_family, SOCK_DGRAM, 0);
+        const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         if (fd < 0) continue;
         sockaddr_storage local{};
         socklen_t len = sizeof local;
@@ -72,7 +72,7 @@ std::string advertised_address(const std::string& override_addr, const std::stri
 }
 
 uint16_t free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) throw Error(Errc::io, fmt::format("MASTER_PORT: cannot open a socket: {}", std::strerror(errno)));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;

@@ -10,13 +10,15 @@
 // Every double is written as the shortest text that reads back exactly.
 #include "checkpoint.hpp"
 
+#include "../common/files.hpp"
+
 #include <cohort/error.hpp>
 
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 #include <system_error>
 #include <unistd.h>
 
@@ -51,11 +53,12 @@ Checkpoint::Checkpoint(std::filesystem::path file, CheckpointOwner owner)
 
 std::optional<std::vector<double>> Checkpoint::load(std::size_t size, std::string& note) const {
     note.clear();
-    std::ifstream in(file_);
-    if (!in) {
-        if (errno != ENOENT) note = fmt::format("cannot read checkpoint '{}': {}", file_.string(), std::strerror(errno));
+    std::string bytes;
+    if (const int error = cohort_examples::read_file(file_.string(), bytes); error != 0) {
+        if (error != ENOENT) note = fmt::format("cannot read checkpoint '{}': {}", file_.string(), std::strerror(error));
         return std::nullopt;
     }
+    std::istringstream in(std::move(bytes));
     const std::string where = fmt::format("checkpoint '{}'", file_.string());
     std::string line, job, created, fingerprint, count;
     if (!std::getline(in, line) || line != kMagic) {
@@ -97,11 +100,7 @@ void Checkpoint::save(std::span<const double> state) const {
     std::filesystem::path tmp = file_;
     tmp += fmt::format(".tmp{}", ::getpid());
     {
-        std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
-        if (out) out.write(text.data(), static_cast<std::streamsize>(text.size()));
-        out.close();
-        if (!out) {
-            const int err = errno;
+        if (const int err = cohort_examples::write_file(tmp.string(), text); err != 0) {
             std::error_code ignored;
             std::filesystem::remove(tmp, ignored);
             throw cohort::Error(cohort::Errc::io,

@@ -1,11 +1,12 @@
 #include "report.hpp"
 
+#include "../common/files.hpp"
+
 #include <cohort/error.hpp>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -43,12 +44,9 @@ void write_weights(const std::string& path, const Model& model, const std::vecto
         "\"weights\": [{}], \"bias\": {}, \"loss\": [{}]}}\n",
         config.data.features, config.data.shards, config.data.rows_per_shard, config.epochs, config.data.seed,
         fmt::join(model.w, ", "), model.b, fmt::join(epoch_loss, ", "));
-    std::ofstream out(path, std::ios::trunc);
-    if (out) out << text;
-    out.close();
-    if (!out) {
+    if (const int error = cohort_examples::write_file(path, text); error != 0) {
         throw cohort::Error(cohort::Errc::io,
-                            fmt::format("--weights-out: cannot write '{}': {}", path, std::strerror(errno)));
+                            fmt::format("--weights-out: cannot write '{}': {}", path, std::strerror(error)));
     }
 }
 

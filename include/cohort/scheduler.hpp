@@ -71,6 +71,10 @@ using WorkerFactory = std::function<WorkerSpec(const PlanStep& step)>;
 // stderr inherited. Stopping sends SIGTERM to the group, then SIGKILL after
 // the grace period; when a worker exits, what is left of its group is
 // killed. Steps' hosts are ignored. The destructor stops every worker.
+// A worker gets SIGKILL when the thread that launched it ends, however it
+// ends (a launcher killed with SIGKILL included), so no worker outlives its
+// launcher: call execute/launch from a thread that lives as long as the
+// workers should, such as the main thread.
 class COHORT_API LocalScheduler final : public Scheduler {
 public:
     explicit LocalScheduler(WorkerFactory factory, std::chrono::milliseconds grace = std::chrono::milliseconds(10000));

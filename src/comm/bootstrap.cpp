@@ -1,6 +1,7 @@
 // Setting a communicator up: the options with their environment defaults,
 // checked; meet the other ranks in the store, listen, connect the mesh.
 #include "comm/communicator_impl.hpp"
+#include "core/cloexec.hpp"
 
 #include "comm/shm/join.hpp"
 #include "comm/transport/address.hpp"
@@ -72,7 +73,7 @@ Communicator::Impl::Impl(const CommOptions& given) : options(with_env_defaults(g
     tcp::acceptor acceptor(*io);
     boost::system::error_code ec;
     const tcp::endpoint listen_at(chosen.ip, chosen.port);
-    acceptor.open(listen_at.protocol(), ec);
+    detail::open_cloexec(acceptor, listen_at.protocol(), ec);
     if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec && options.socket_buffer > 0)
         acceptor.set_option(asio::socket_base::receive_buffer_size(static_cast<int>(options.socket_buffer)), ec);

@@ -15,6 +15,9 @@
 #include <boost/json/stream_parser.hpp>
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 namespace cohort::detail {
 
 namespace {
@@ -65,19 +68,32 @@ std::string describe(const YAML::Node& node) {
 
 }  // namespace
 
+// open(O_CLOEXEC) rather than std::ifstream, whose fopen has no "e": a
+// worker started on another thread meanwhile must not inherit the file.
 std::string read_text_file(const std::filesystem::path& path) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec))
         throw Error(Errc::io, fmt::format("{}: is a directory, expected a file", path.string()));
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw Error(Errc::io, fmt::format("{}: cannot open: {}", path.string(),
-                                          std::generic_category().message(errno)));
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        throw Error(Errc::io, fmt::format("{}: cannot open: {}", path.string(), std::generic_category().message(errno)));
+    std::string text;
+    char buffer[65536];
+    for (;;) {
+        const ssize_t n = ::read(fd, buffer, sizeof buffer);
+        if (n > 0) {
+            text.append(buffer, static_cast<std::size_t>(n));
+        } else if (n == 0) {
+            break;
+        } else if (errno != EINTR) {
+            const int error = errno;
+            ::close(fd);
+            throw Error(Errc::io, fmt::format("{}: read failed: {}", path.string(),
+                                              std::generic_category().message(error)));
+        }
     }
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    if (in.bad()) throw Error(Errc::io, fmt::format("{}: read failed", path.string()));
-    return std::move(buffer).str();
+    ::close(fd);
+    return text;
 }
 
 Format format_from_extension(const std::filesystem::path& path, Format otherwise) {

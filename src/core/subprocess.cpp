@@ -1,4 +1,4 @@
-// run_with_deadline: posix_spawnp into a process group of its own, poll() the
+// run_with_deadline: spawn_process into a process group of its own, poll() the
 // pipes against the deadline, SIGKILL the group when it passes.
 #include "core/subprocess.hpp"
 
@@ -17,11 +17,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-extern char** environ;
 
 namespace cohort::detail {
 namespace {
@@ -113,56 +110,7 @@ bool try_reap(pid_t pid, RunResult& result) {
     }
 }
 
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-    std::vector<char*> out;
-    for (std::string& s : strings) out.push_back(s.data());
-    out.push_back(nullptr);
-    return out;
-}
-
 }  // namespace
-
-Spawned spawn_process(const SpawnRequest& request) {
-    std::vector<std::string> argv = request.argv, env = request.env;
-    std::vector<char*> argv_p = pointers(argv), env_p = pointers(env);
-    // posix_spawn's attribute and file-action objects, destroyed on every path.
-    struct Setup {
-        posix_spawnattr_t attr;
-        posix_spawn_file_actions_t actions;
-        Setup() {
-            posix_spawnattr_init(&attr);
-            posix_spawn_file_actions_init(&actions);
-        }
-        ~Setup() {
-            posix_spawn_file_actions_destroy(&actions);
-            posix_spawnattr_destroy(&attr);
-        }
-        Setup(const Setup&) = delete;
-        Setup& operator=(const Setup&) = delete;
-    } setup;
-    posix_spawn_file_actions_addopen(&setup.actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    if (request.stdout_fd >= 0) posix_spawn_file_actions_adddup2(&setup.actions, request.stdout_fd, STDOUT_FILENO);
-    if (request.stderr_fd >= 0) posix_spawn_file_actions_adddup2(&setup.actions, request.stderr_fd, STDERR_FILENO);
-    if (!request.cwd.empty()) posix_spawn_file_actions_addchdir_np(&setup.actions, request.cwd.c_str());
-    sigset_t empty, defaults;
-    sigemptyset(&empty);
-    sigfillset(&defaults);
-    sigdelset(&defaults, SIGKILL);
-    sigdelset(&defaults, SIGSTOP);
-    posix_spawnattr_setsigmask(&setup.attr, &empty);
-    posix_spawnattr_setsigdefault(&setup.attr, &defaults);
-    posix_spawnattr_setpgroup(&setup.attr, 0);
-    posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-
-    Spawned out;
-    const int rc = ::posix_spawnp(&out.pid, argv[0].c_str(), &setup.actions, &setup.attr, argv_p.data(),
-                                  request.env.empty() ? environ : env_p.data());
-    if (rc != 0) {
-        out.pid = -1;
-        out.error = rc;
-    }
-    return out;
-}
 
 RunResult run_with_deadline(std::vector<std::string> argv, double deadline_seconds) {
     if (argv.empty() || argv[0].empty()) throw Error(Errc::invalid_argument, "run_with_deadline: no program to run");

@@ -18,6 +18,7 @@ struct SpawnRequest {
     std::filesystem::path cwd;     // empty: the caller's
     int stdout_fd = -1;            // dup2'd onto the child's stdout; -1: inherited
     int stderr_fd = -1;
+    int parent_death_signal = 0;  // SIGKILL, SIGTERM...: sent when the spawning thread ends; 0: none
 };
 
 struct Spawned {
@@ -25,16 +26,24 @@ struct Spawned {
     int error = 0;  // errno when it could not start (ENOENT, EACCES, ...)
 };
 
-// posix_spawnp rather than fork/exec: glibc (2.24 and later) runs the child
-// with CLONE_VFORK and hands back exec's errno, so a missing program is an
-// error here, not a child that exits 127, and nothing async-signal-unsafe
-// runs between fork and exec in a threaded program. The child runs in a
-// process group of its own (pgid = pid, so one killpg reaches whatever it
-// forks), with stdin on /dev/null (a background group that read the
-// terminal would stop on SIGTTIN), an empty signal mask and every signal at
-// its default disposition, whatever the calling thread blocks or the
-// program ignores (exec keeps both). Never throws for a program that cannot
-// start: that is Spawned::error.
+// Starts request.argv in a process group of its own (pgid = pid, so one
+// killpg reaches whatever it forks), with stdin on /dev/null (a background
+// group that read the terminal would stop on SIGTTIN), an empty signal mask
+// and every signal at its default disposition, whatever the calling thread
+// blocks or the program ignores (exec keeps both). A program that cannot
+// start is Spawned::error (exec's errno: ENOENT, EACCES, ...), not a child
+// that exits 127; never throws for it.
+//
+// With parent_death_signal set, the kernel sends that signal to the child
+// when the *thread* that called spawn_process ends (PR_SET_PDEATHSIG follows
+// the thread, not the process): call it from a thread that lives as long as
+// the child should, such as the main thread. If the caller is already gone
+// when the child gets there, the child kills itself with that signal.
+//
+// Descriptors: the child gets 0, 1 and 2 only, whatever else the caller has
+// open, close-on-exec or not (Python's subprocess does the same, so torchrun
+// workers get no more). cohort opens its own close-on-exec as well
+// (core/cloexec.hpp), for the processes that its users start themselves.
 Spawned spawn_process(const SpawnRequest& request);
 
 struct RunResult {

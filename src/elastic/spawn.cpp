@@ -1,5 +1,6 @@
 // A worker's command line and environment, started by core's
-// spawn_process (posix_spawnp, a process group of its own, default signals).
+// spawn_process (a process group of its own, default signals, killed with
+// its launcher).
 #include "elastic/spawn.hpp"
 
 #include <cohort/error.hpp>
@@ -46,6 +47,11 @@ Spawned spawn_worker(const WorkerSpec& spec) {
     request.argv = spec.argv;
     request.env = environment(spec);
     request.cwd = spec.cwd;
+    // SIGKILL, not SIGTERM: with the launcher gone nobody will escalate, and
+    // a worker that handles SIGTERM slowly (or ignores it) would live on,
+    // holding its GPU and ports. Its own children are its process group's:
+    // a worker that is a wrapper script should exec the real program.
+    request.parent_death_signal = SIGKILL;
     return spawn_process(request);
 }
 

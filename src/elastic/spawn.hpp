@@ -14,7 +14,9 @@ namespace cohort::detail {
 
 // Starts spec.argv in a process group of its own (pgid = pid) with stdin
 // on /dev/null, an empty signal mask and default signal dispositions, in
-// spec.cwd, with the caller's environment plus spec.env. Throws
+// spec.cwd, with the caller's environment plus spec.env, and killed
+// (SIGKILL) when the calling thread ends: launch from a thread that lives as
+// long as the workers should (cohort-run's main thread). Throws
 // Error(invalid_argument) for an empty argv or a bad variable name.
 Spawned spawn_worker(const WorkerSpec& spec);
 

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -278,6 +279,72 @@ TEST(SpawnProcess, StartsInItsOwnGroupWithTheGivenSetup) {
     const Spawned failed = spawn_process(missing);
     EXPECT_EQ(failed.pid, -1);
     EXPECT_EQ(failed.error, ENOENT);
+}
+
+// A child spawned with parent_death_signal dies when the thread that spawned
+// it ends: how cohort-run's workers die with a launcher killed by SIGKILL
+// (which no handler of the launcher's can see).
+TEST(SpawnProcess, ParentDeathSignalKillsTheChildWhenItsSpawnerEnds) {
+    SpawnRequest request;
+    request.argv = {"sleep", "30"};
+    request.parent_death_signal = SIGKILL;
+    Spawned spawned;
+    std::thread spawner([&] { spawned = spawn_process(request); });
+    spawner.join();
+    ASSERT_GT(spawned.pid, 0);
+    ASSERT_EQ(spawned.error, 0);
+    int status = 0;
+    pid_t r = 0;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while ((r = ::waitpid(spawned.pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (r == 0) {
+        ::kill(spawned.pid, SIGKILL);
+        ::waitpid(spawned.pid, &status, 0);
+        FAIL() << "the child outlived the thread that spawned it by 5 s";
+    }
+    ASSERT_EQ(r, spawned.pid);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    EXPECT_EQ(WTERMSIG(status), SIGKILL);
+}
+
+// Without it the child runs on (run_with_deadline's children: their caller
+// waits for them). Either way it gets 0, 1 and 2 only: not a descriptor
+// opened close-on-exec, and not one opened without it (libcurl's, a
+// driver's) either.
+TEST(SpawnProcess, NoParentDeathSignalAndOnlyTheStandardDescriptors) {
+    int keep[2], drop[2];
+    ASSERT_EQ(::pipe(keep), 0);
+    ASSERT_EQ(::pipe2(drop, O_CLOEXEC), 0);
+    // What each of ours is, as /proc names it ("pipe:[1234]"): the child's
+    // descriptors are compared by that, not by number.
+    const auto target = [](const std::string& link) {
+        std::error_code ec;
+        return std::filesystem::read_symlink(link, ec).string();
+    };
+    std::vector<std::string> ours;
+    for (int fd : {keep[0], keep[1], drop[0], drop[1]}) ours.push_back(target("/proc/self/fd/" + std::to_string(fd)));
+    SpawnRequest request;
+    request.argv = {"sleep", "30"};
+    Spawned spawned;
+    std::thread spawner([&] { spawned = spawn_process(request); });
+    spawner.join();
+    ASSERT_GT(spawned.pid, 0);
+    // spawn_process returns once exec has happened (or failed).
+    std::error_code ec;
+    std::vector<std::string> held;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(spawned.pid) + "/fd", ec))
+        held.push_back(entry.path().filename().string() + " -> " + target(entry.path().string()));
+    ::kill(spawned.pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(spawned.pid, &status, 0), spawned.pid);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);  // its spawner's end did not kill it
+    ASSERT_FALSE(held.empty()) << ec.message();
+    for (const std::string& fd : held)
+        for (const std::string& mine : ours) EXPECT_EQ(fd.find(mine), std::string::npos) << fd;
+    // The caller's own descriptors are as they were.
+    EXPECT_EQ(::fcntl(keep[0], F_GETFD) & FD_CLOEXEC, 0);
+    for (int fd : {keep[0], keep[1], drop[0], drop[1]}) ::close(fd);
 }
 
 }  // namespace

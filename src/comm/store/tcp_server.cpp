@@ -3,6 +3,7 @@
 // waiters, the connections), so no handler ever races another and the map
 // needs no lock; nothing on that thread blocks.
 #include "comm/store/tcp_server.hpp"
+#include "core/cloexec.hpp"
 
 #include "core/accept_loop.hpp"
 #include "comm/store/backends.hpp"
@@ -75,7 +76,8 @@ void StoreServer::Impl::bind(const std::string& host, uint16_t wanted_port) {
     for (const auto& endpoint : candidates) {
         error_code ignored;
         acceptor.close(ignored);
-        if (acceptor.open(endpoint.protocol(), last)) continue;
+        detail::open_cloexec(acceptor, endpoint.protocol(), last);
+        if (last) continue;
         if (endpoint.address().is_v6() && endpoint.address().is_unspecified()) {
             acceptor.set_option(asio::ip::v6_only(false), ignored);
         }

@@ -3,6 +3,7 @@
 // (re)connects with backoff because rank 0 may start its server late.
 #include "comm/store/backends.hpp"
 #include "comm/store/protocol.hpp"
+#include "core/cloexec.hpp"
 
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
@@ -324,13 +325,25 @@ private:
             if (!run_until(c.io, done, deadline, [&] { resolver.cancel(); })) return asio::error::timed_out;
             if (ec) return ec;
         }
-        bool done = false;
-        asio::async_connect(c.socket, endpoints, [&](error_code e, const tcp::endpoint&) {
-            ec = e;
-            done = true;
-        });
-        if (!run_until(c.io, done, deadline, [&] { close(c); })) return asio::error::timed_out;
-        if (ec) return ec;
+        // Each address in turn, as asio::async_connect would try them, but
+        // on a socket opened with SOCK_CLOEXEC (core/cloexec.hpp).
+        ec = asio::error::host_not_found;
+        for (const tcp::endpoint& endpoint : endpoints) {
+            close(c);
+            detail::open_cloexec(c.socket, endpoint.protocol(), ec);
+            if (ec) continue;
+            bool done = false;
+            c.socket.async_connect(endpoint, [&](error_code e) {
+                ec = e;
+                done = true;
+            });
+            if (!run_until(c.io, done, deadline, [&] { close(c); })) return asio::error::timed_out;
+            if (!ec) break;
+        }
+        if (ec) {
+            close(c);
+            return ec;
+        }
         error_code ignored;
         c.socket.set_option(tcp::no_delay(true), ignored);
         return {};

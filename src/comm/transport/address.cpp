@@ -1,5 +1,6 @@
 // Address choice: explicit, by interface name, or by route.
 #include "comm/transport/address.hpp"
+#include "core/cloexec.hpp"
 
 #include <cohort/error.hpp>
 
@@ -69,7 +70,7 @@ std::optional<ip::address> route_to(const ip::address& target) {
     asio::io_context io;
     ip::udp::socket socket(io);
     boost::system::error_code ec;
-    socket.open(target.is_v4() ? ip::udp::v4() : ip::udp::v6(), ec);
+    cohort::detail::open_cloexec(socket, target.is_v4() ? ip::udp::v4() : ip::udp::v6(), ec);
     if (!ec) socket.connect(ip::udp::endpoint(target, 9), ec);
     if (ec) return std::nullopt;
     const auto local = socket.local_endpoint(ec);

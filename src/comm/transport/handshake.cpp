@@ -7,8 +7,10 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <cerrno>
+#include <charconv>
 #include <cstring>
-#include <fstream>
+#include <fcntl.h>
 #include <random>
 #include <sys/prctl.h>
 #include <sys/uio.h>
@@ -28,6 +30,20 @@ T get(const unsigned char*& at) {
     for (std::size_t i = 0; i < sizeof(T); ++i) value |= uint64_t(at[i]) << (8 * i);
     at += sizeof(T);
     return static_cast<T>(value);
+}
+
+// The first line of a small /proc file, "" if it cannot be read. open with
+// O_CLOEXEC, not std::ifstream: a child forked meanwhile must not keep it.
+std::string first_line(const char* path) {
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return {};
+    char buffer[128];
+    ssize_t n;
+    do n = ::read(fd, buffer, sizeof buffer);
+    while (n < 0 && errno == EINTR);
+    ::close(fd);
+    const std::string text(buffer, n > 0 ? static_cast<std::size_t>(n) : 0);
+    return text.substr(0, text.find('\n'));
 }
 
 }  // namespace
@@ -132,9 +148,7 @@ std::array<unsigned char, kMacBytes> proof(const std::string& secret, const Hell
 void describe_process(Hello& hello) {
     static const std::array<unsigned char, kNonceBytes> probe = fresh_nonce();
     static const uint64_t boot = [] {
-        std::ifstream in("/proc/sys/kernel/random/boot_id");
-        std::string id;
-        std::getline(in, id);
+        std::string id = first_line("/proc/sys/kernel/random/boot_id");
         uint64_t h = 1469598103934665603ull;  // FNV-1a; 0 means unknown
         for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
         return id.empty() ? 0 : h;
@@ -147,9 +161,9 @@ void describe_process(Hello& hello) {
 
 void allow_peer_reads() {
     static const bool done = [] {
-        std::ifstream in("/proc/sys/kernel/yama/ptrace_scope");
+        const std::string text = first_line("/proc/sys/kernel/yama/ptrace_scope");
         int scope = -1;
-        in >> scope;
+        std::from_chars(text.data(), text.data() + text.size(), scope);
         // Scope 1 lets a process read only its descendants; sibling ranks
         // are not. Scopes 2 and 3 allow nothing this could change.
         if (scope == 1) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);

@@ -3,6 +3,7 @@
 #include "comm/transport/mesh.hpp"
 
 #include "comm/transport/handshake.hpp"
+#include "core/cloexec.hpp"
 
 #include <cohort/error.hpp>
 
@@ -152,9 +153,12 @@ awaitable<void> accept_one(MeshState& st, tcp::socket s) {
 
 awaitable<void> accept_loop(MeshState& st, tcp::acceptor& acceptor) {
     for (;;) {
-        auto [ec, s] = co_await acceptor.async_accept(use_tuple);
+        // Wait, then accept4 with SOCK_CLOEXEC (core/cloexec.hpp).
+        auto [ec] = co_await acceptor.async_wait(tcp::acceptor::wait_read, use_tuple);
         if (ec == asio::error::operation_aborted) co_return;
         if (ec) continue;
+        tcp::socket s(acceptor.get_executor());
+        if (!cohort::detail::accept_cloexec(acceptor, s, ec) || ec) continue;
         tune_socket(s, st.options.socket_buffer);
         asio::co_spawn(acceptor.get_executor(), accept_one(st, std::move(s)), asio::detached);
     }
@@ -166,7 +170,7 @@ awaitable<void> dial(MeshState& st, int rank, tcp::endpoint ep) {
     for (;;) {
         tcp::socket s(executor);
         error_code ec;
-        s.open(ep.protocol(), ec);
+        cohort::detail::open_cloexec(s, ep.protocol(), ec);
         if (!ec) tune_socket(s, st.options.socket_buffer);
         std::tie(ec) = co_await s.async_connect(ep, use_tuple);
         try {

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include <sys/socket.h>
+
 namespace cohort::coord::client {
 
 namespace {
@@ -25,6 +27,13 @@ void global_init() {
             throw Error(Errc::internal, "coordinator client: curl_global_init failed");
         }
     });
+}
+
+// libcurl's own socket() has no SOCK_CLOEXEC: a worker that cohort-run
+// started while this connection was open would keep it (core/cloexec.hpp).
+curl_socket_t open_cloexec_socket(void*, curlsocktype, curl_sockaddr* address) {
+    const int fd = ::socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+    return fd < 0 ? CURL_SOCKET_BAD : fd;
 }
 
 size_t append_body(char* data, size_t size, size_t count, void* user) {
@@ -112,6 +121,7 @@ HttpReply HttpPool::perform(std::string_view method, const std::string& target, 
     const long timeout_ms = static_cast<long>(std::clamp<int64_t>(timeout.count(), 1, int64_t(24) * 3600 * 1000));
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_cloexec_socket);
     curl_easy_setopt(h, CURLOPT_PROXY, "");  // the coordinator is reached directly
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);

@@ -3,6 +3,7 @@
 // expiry), the journal when there is a data directory (answers wait for its
 // writer thread's fsync), and shutting down.
 #include "coordinator/server/server.hpp"
+#include "core/cloexec.hpp"
 
 #include "coordinator/journal/data_dir.hpp"
 #include "coordinator/server/session.hpp"
@@ -192,7 +193,7 @@ void Coordinator::Impl::bind() {
     } else {
         endpoint = tcp::endpoint(address, options.port);
     }
-    acceptor.open(endpoint.protocol(), ec);
+    detail::open_cloexec(acceptor, endpoint.protocol(), ec);
     if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) acceptor.bind(endpoint, ec);
     if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
