@@ -60,14 +60,12 @@ import argparse
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 
+import case_runner
 from coordinator_http import CaseFailed, check
 
 CASE_DEADLINE_S = 120.0
@@ -595,35 +593,16 @@ def clean_up():
     launchers.clear()
 
 
+def kill_launchers():
+    for launcher in list(launchers):
+        if launcher.proc.poll() is None:
+            launcher.proc.kill()
+
+
 def run_case(tools, name):
-    workdir = tempfile.mkdtemp(prefix=f"cohort-launcher-{name}-")
-    timed_out = threading.Event()
-
-    def watchdog():
-        timed_out.set()
-        for launcher in list(launchers):
-            if launcher.proc.poll() is None:
-                launcher.proc.kill()
-
-    timer = threading.Timer(CASE_DEADLINE_S, watchdog)
-    timer.start()
-    started = time.monotonic()
-    try:
-        CASES[name](tools, workdir)
-        print(f"{name}: passed in {time.monotonic() - started:.1f} s", flush=True)
-        return True
-    except CaseFailed as e:
-        why = f"watchdog fired after {CASE_DEADLINE_S} s; " if timed_out.is_set() else ""
-        print(f"{name}: FAILED: {why}{e}", file=sys.stderr, flush=True)
-        return False
-    except Exception as e:  # noqa: BLE001 - a crash of the test is a failure too
-        why = f"watchdog fired after {CASE_DEADLINE_S} s" if timed_out.is_set() else repr(e)
-        print(f"{name}: FAILED: {why}", file=sys.stderr, flush=True)
-        return False
-    finally:
-        timer.cancel()
-        clean_up()
-        shutil.rmtree(workdir, ignore_errors=True)
+    return case_runner.run_case(name, lambda workdir: CASES[name](tools, workdir),
+                                prefix=f"cohort-launcher-{name}-", deadline_s=CASE_DEADLINE_S,
+                                kill_all=kill_launchers, clean_up=clean_up, expected=(CaseFailed,))
 
 
 def main():

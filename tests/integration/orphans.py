@@ -22,14 +22,12 @@ test never hangs. Standard library only.
 
 import argparse
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 
+import case_runner
 import launcher as lt
 from coordinator_http import CaseFailed, check, free_port, request
 
@@ -170,38 +168,19 @@ def clean_up():
     servers.clear()
 
 
+def kill_all():
+    for launcher in list(lt.launchers):
+        if launcher.proc.poll() is None:
+            launcher.proc.kill()
+    for server in list(servers):
+        if server.poll() is None:
+            server.kill()
+
+
 def run_case(tools, name):
-    workdir = tempfile.mkdtemp(prefix=f"cohort-orphans-{name}-")
-    timed_out = threading.Event()
-
-    def watchdog():
-        timed_out.set()
-        for launcher in list(lt.launchers):
-            if launcher.proc.poll() is None:
-                launcher.proc.kill()
-        for server in list(servers):
-            if server.poll() is None:
-                server.kill()
-
-    timer = threading.Timer(CASE_DEADLINE_S, watchdog)
-    timer.start()
-    started = time.monotonic()
-    try:
-        CASES[name](tools, workdir)
-        print(f"{name}: passed in {time.monotonic() - started:.1f} s", flush=True)
-        return True
-    except CaseFailed as e:
-        why = f"watchdog fired after {CASE_DEADLINE_S} s; " if timed_out.is_set() else ""
-        print(f"{name}: FAILED: {why}{e}", file=sys.stderr, flush=True)
-        return False
-    except Exception as e:  # noqa: BLE001 - a crash of the test is a failure too
-        why = f"watchdog fired after {CASE_DEADLINE_S} s" if timed_out.is_set() else repr(e)
-        print(f"{name}: FAILED: {why}", file=sys.stderr, flush=True)
-        return False
-    finally:
-        timer.cancel()
-        clean_up()
-        shutil.rmtree(workdir, ignore_errors=True)
+    return case_runner.run_case(name, lambda workdir: CASES[name](tools, workdir),
+                                prefix=f"cohort-orphans-{name}-", deadline_s=CASE_DEADLINE_S,
+                                kill_all=kill_all, clean_up=clean_up, expected=(CaseFailed,))
 
 
 def main():
