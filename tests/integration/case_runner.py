@@ -47,3 +47,18 @@ def run_case(name, body, *, prefix, deadline_s, kill_all, clean_up=None, expecte
         timer.cancel()
         (clean_up or kill_all)()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def kill_live(procs):
+    """SIGKILLs every process of `procs` still running (a watchdog's kill_all)."""
+    for p in list(procs):
+        if p.poll() is None:
+            p.kill()
+
+
+def reap(procs):
+    """Kills what still runs of `procs`, waits for all of them and empties the list."""
+    kill_live(procs)
+    for p in procs:
+        p.wait()
+    procs.clear()

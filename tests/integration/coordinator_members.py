@@ -403,22 +403,11 @@ CASES = {"form_4": case_form_4, "kill_member": case_kill_member, "late_joiner": 
          "leave": case_leave, "bad_requests": case_bad_requests}
 
 
-def kill_children():
-    for p in list(children):
-        if p.poll() is None:
-            p.kill()
-
-
-def reap_children():
-    kill_children()
-    for p in children:
-        p.wait()
-
-
 def run_case(exe, name):
     return case_runner.run_case(name, lambda workdir: CASES[name](exe, workdir),
                                 prefix=f"cohort-members-{name}-", deadline_s=CASE_DEADLINE_S,
-                                kill_all=kill_children, clean_up=reap_children, expected=(CaseFailed,))
+                                kill_all=lambda: case_runner.kill_live(children),
+                                clean_up=lambda: case_runner.reap(children), expected=(CaseFailed,))
 
 
 def main():

@@ -366,24 +366,11 @@ CASES = {"restart": case_restart, "lock": case_lock, "torn": case_torn, "corrupt
          "lost": case_lost, "private": case_private}
 
 
-def kill_children():
-    for p in list(Coordinator.children):
-        if p.poll() is None:
-            p.kill()
-
-
-def reap_children():
-    for p in Coordinator.children:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    Coordinator.children.clear()
-
-
 def run_case(exe, name):
     return case_runner.run_case(name, lambda workdir: CASES[name](exe, workdir),
                                 prefix=f"cohort-coordinator-{name}-", deadline_s=CASE_DEADLINE_S,
-                                kill_all=kill_children, clean_up=reap_children, expected=(CaseFailed,))
+                                kill_all=lambda: case_runner.kill_live(Coordinator.children),
+                                clean_up=lambda: case_runner.reap(Coordinator.children), expected=(CaseFailed,))
 
 
 def main():

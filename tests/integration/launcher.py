@@ -594,9 +594,7 @@ def clean_up():
 
 
 def kill_launchers():
-    for launcher in list(launchers):
-        if launcher.proc.poll() is None:
-            launcher.proc.kill()
+    case_runner.kill_live([launcher.proc for launcher in launchers])
 
 
 def run_case(tools, name):

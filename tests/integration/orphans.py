@@ -169,12 +169,8 @@ def clean_up():
 
 
 def kill_all():
-    for launcher in list(lt.launchers):
-        if launcher.proc.poll() is None:
-            launcher.proc.kill()
-    for server in list(servers):
-        if server.poll() is None:
-            server.kill()
+    case_runner.kill_live([launcher.proc for launcher in lt.launchers])
+    case_runner.kill_live(servers)
 
 
 def run_case(tools, name):

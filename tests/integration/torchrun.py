@@ -259,9 +259,7 @@ def clean_up():
 
 
 def kill_launchers():
-    for launcher in list(runs.launchers):
-        if launcher.proc.poll() is None:
-            launcher.proc.kill()
+    case_runner.kill_live([launcher.proc for launcher in runs.launchers])
 
 
 def run_case(tools, name):

@@ -347,23 +347,11 @@ CASES = {"three": case_three, "kill": case_kill, "python": case_python, "python_
          "checkpoint": case_checkpoint}
 
 
-def kill_children():
-    for p in list(children):
-        if p.poll() is None:
-            p.kill()
-
-
-def reap_children():
-    kill_children()
-    for p in children:
-        p.wait()
-    children.clear()
-
-
 def run_case(tools, name):
     passed = case_runner.run_case(name, lambda workdir: CASES[name](tools, workdir),
                                   prefix=f"cohort-train-{name}-", deadline_s=CASE_DEADLINE_S,
-                                  kill_all=kill_children, clean_up=reap_children, expected=(CaseFailed,))
+                                  kill_all=lambda: case_runner.kill_live(children),
+                                  clean_up=lambda: case_runner.reap(children), expected=(CaseFailed,))
     return "passed" if passed else "failed"
 
 
