@@ -90,6 +90,13 @@ public:
 
     // True once a heartbeat answer said a new round is open (or the member
     // is no longer active): finish or abandon the step, then next_world().
+    // Also true once no heartbeat has got through for the job's
+    // failure_timeout (a partition, or a coordinator down that long): the
+    // coordinator fails a member that silent, so the member fences itself,
+    // whatever abort_stale_collectives says: the communicator() of its world
+    // is aborted at once (Error(closed), "... fenced ...") and next_world()
+    // joins again once the coordinator answers. No step of a stale world
+    // completes on the far side of a partition.
     bool round_pending() const;
     // Asks for a new round now (a collective failed: a peer died or hangs,
     // which the coordinator may not know yet). When the coordinator has a

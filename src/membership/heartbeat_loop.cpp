@@ -5,6 +5,7 @@
 // does not count the time it was down as anyone's silence.
 #include "membership/membership_impl.hpp"
 
+#include <algorithm>
 #include <exception>
 
 #include <fmt/format.h>
@@ -69,6 +70,9 @@ bool Membership::Impl::beat(std::unique_lock<std::mutex>& lock) {
     const bool basic = basic_metrics;
     const std::optional<HeartbeatMetrics> report = metrics.take(Clock::now(), basic);
 
+    // The coordinator saw this heartbeat no earlier than now: silence
+    // counted from here never fences a member the coordinator still counts.
+    const auto sent_at = Clock::now();
     lock.unlock();
     std::optional<HeartbeatReply> reply;
     Errc code = Errc::internal;
@@ -87,6 +91,7 @@ bool Membership::Impl::beat(std::unique_lock<std::mutex>& lock) {
     if (reply) {
         metrics.delivered();
         last_heartbeat_error.clear();
+        if (current) last_answered = std::max(last_answered, sent_at);
         if (current && phase == Phase::active && world_replaced(*reply, world)) mark_round_pending();
         abort_stale_collective();
         return false;
@@ -111,6 +116,10 @@ bool Membership::Impl::beat(std::unique_lock<std::mutex>& lock) {
         // progress of the next one.
         metrics.delivered();
         mark_round_pending();
+    } else if (current && phase == Phase::active && fence_after.count() > 0 &&
+               Clock::now() - last_answered >= fence_after) {
+        metrics.delivered();  // steps of a world this member is no longer part of
+        fence(error);
     } else {
         metrics.returned();
     }
@@ -124,6 +133,24 @@ void Membership::Impl::mark_round_pending() {
     round_pending_at = Clock::now();
 }
 
+void Membership::Impl::fence(const std::string& error) {
+    const bool first = !round_pending;
+    mark_round_pending();
+    if (!first || !comm_abort || comm_generation != world.generation) return;
+    // At once, not after the stuck-for-an-interval wait of a stale round:
+    // the peers across the partition are gone for this world, and a
+    // collective that still completes (all of them on this side) would
+    // train in a world the coordinator has already replaced.
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_answered);
+    comm_abort.abort(
+        fmt::format("fenced: no heartbeat of member '{}' reached the coordinator for {:.1f} s "
+                    "(job '{}', failure_timeout {:.1f} s), so it counts the member as failed and world "
+                    "{} goes on without it; the member joins again once the coordinator answers{}",
+                    options.node.id, silent.count() / 1000.0, options.job, fence_after.count() / 1000.0,
+                    world.generation, error.empty() ? "" : "; the last heartbeat failed: " + error));
+    comm_abort = {};
+}
+
 void Membership::Impl::abort_stale_collective() {
     if (!options.abort_stale_collectives || !round_pending || !comm_abort || phase != Phase::active ||
         comm_generation != world.generation)
@@ -132,9 +159,10 @@ void Membership::Impl::abort_stale_collective() {
     const bool stuck = metrics.reports_collectives() ? metrics.in_collective() && now - collective_since >= interval
                                                      : now - round_pending_at >= interval;
     if (!stuck) return;
-    comm_abort.abort(fmt::format("world {} of job '{}' is over: the coordinator opened a new round while this rank "
-                                 "waited in a collective (a peer stopped or died)",
-                                 world.generation, options.job));
+    comm_abort.abort(
+        fmt::format("world {} of job '{}' is over: the coordinator opened a new round while this rank "
+                    "waited in a collective (a peer stopped or died)",
+                    world.generation, options.job));
     comm_abort = {};  // once
 }
 

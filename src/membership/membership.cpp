@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -64,16 +65,41 @@ std::chrono::milliseconds Membership::Impl::heartbeat_interval() {
         if (interval.count() > 0) return interval;
     }
     std::chrono::milliseconds found = options.heartbeat_interval;
+    // The coordinator's defaults, for a job whose settings leave them out.
+    std::chrono::milliseconds failure_timeout = std::chrono::seconds(5);
+    const auto from_seconds = [](std::optional<double> seconds, std::chrono::milliseconds& out) {
+        if (!seconds) return;
+        const double ms = *seconds * 1000.0;
+        if (std::isfinite(ms) && ms >= 1.0 && ms < 1e12) out = std::chrono::milliseconds(static_cast<int64_t>(ms));
+    };
     if (found.count() == 0) {
-        found = std::chrono::seconds(1);  // the coordinator's default
+        found = std::chrono::seconds(1);
         // The settings alone: the job's state grows with its members.
-        if (const auto seconds = client->job_settings(options.job).heartbeat_interval) {
-            const double ms = *seconds * 1000.0;
-            if (std::isfinite(ms) && ms >= 1.0) found = std::chrono::milliseconds(static_cast<int64_t>(ms));
+        const auto settings = client->job_settings(options.job);
+        from_seconds(settings.heartbeat_interval, found);
+        from_seconds(settings.failure_timeout, failure_timeout);
+    } else {
+        // The interval is the program's; the failure timeout is still the
+        // job's. Unreadable now, the default fences no later than it would.
+        try {
+            from_seconds(client->job_settings(options.job).failure_timeout, failure_timeout);
+        } catch (const Error&) {
         }
     }
+    // A heartbeat that waits out the whole request timeout (10 s by
+    // default) behind a dead link would keep the member from fencing itself
+    // until long after the coordinator failed it: half the failure timeout
+    // is ample for an answer that takes milliseconds. The thread that uses
+    // this client starts only after the first call here.
+    CoordinatorClientOptions beat = single_attempt(options.client);
+    beat.request_timeout =
+        std::min(beat.request_timeout, std::max(failure_timeout / 2, std::chrono::milliseconds(250)));
+    CoordinatorClient beats(options.coordinator, beat);
     std::lock_guard lock(mutex);
+    if (interval.count() > 0) return interval;  // another caller was first
     interval = found;
+    fence_after = failure_timeout;
+    heartbeats = std::move(beats);
     return interval;
 }
 
@@ -83,6 +109,7 @@ void Membership::Impl::enter(Phase next, MemberWorld next_world) {
     round_pending = false;
     ++epoch;
     first_step_pending = phase == Phase::active;
+    last_answered = Clock::now();
 }
 
 void Membership::Impl::join() {

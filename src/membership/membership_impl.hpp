@@ -39,7 +39,8 @@ struct Membership::Impl {
     ~Impl();  // stops the heartbeat thread, waiting at most for the heartbeat under way
 
     // The job's heartbeat interval, read from its settings unless the
-    // options give one. Contacts the coordinator the first time.
+    // options give one, and its failure timeout (fence_after). Contacts the
+    // coordinator the first time.
     std::chrono::milliseconds heartbeat_interval();
     // Joins (again), entering the waiting phase first so that answers to
     // heartbeats sent for the previous phase are ignored.
@@ -56,6 +57,11 @@ struct Membership::Impl {
     // Aborts the old world's communicator when the program is stuck in it
     // (MembershipOptions::abort_stale_collectives); mutex held.
     void abort_stale_collective();
+    // No heartbeat got through for fence_after: the coordinator has failed
+    // this member and its world goes on without it, so this side must not
+    // train on in it (a partition). Marks the round pending and aborts the
+    // world's communicator at once; mutex held.
+    void fence(const std::string& error);
 
     MembershipOptions options;
     // Joins, worlds, shards and the store: retried through outages.
@@ -84,6 +90,10 @@ struct Membership::Impl {
     // The coordinator refused the newer metrics fields: send only the basic ones.
     bool basic_metrics = false;
     std::chrono::milliseconds interval{0};
+    // The job's failure_timeout: silent this long, a member is failed.
+    std::chrono::milliseconds fence_after{0};
+    // The last heartbeat answered in the current world, or when it began.
+    membership::Clock::time_point last_answered;
     std::string last_heartbeat_error;
     membership::MetricsBatch metrics;
     std::thread thread;
