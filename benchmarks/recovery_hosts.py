@@ -122,7 +122,7 @@ def run_on_hosts(args, workdir, index, scenario):
                 c.link_down(1)
                 br.log("  host 1: link down")
             if scenario == "host-heal":
-                return heal(args, c, a, b, watch, kill_mono, deadline)
+                return heal(args, c, a, b, watch, kill_mono)
             reporter = None
             if scenario == "host-kill-report":
                 reporter = Reporter(a, watch, url, f"/proc/{c.hosts[0].pid}/ns/net", kill_mono)
@@ -159,7 +159,7 @@ def outside_kills(a):
     return f" (host 0's workers were killed from outside this benchmark: {named})"
 
 
-def heal(args, c, a, b, watch, down_mono, deadline):
+def heal(args, c, a, b, watch, down_mono):
     """Link up after --heal-after s; phases for node a, then until host 1's
     workers train in a world that has them (at most --rejoin-timeout s)."""
     while time.monotonic() < down_mono + args.heal_after:
