@@ -21,6 +21,13 @@ report in a new world is its first step). Scenarios:
              closing its connections (power loss, partition), so only the
              coordinator's failure timeout can tell.
 
+  host-kill, host-partition, host-heal, host-kill-report
+             on two emulated hosts (root only; recovery_hosts.py says
+             what each does): every process of host 1 SIGKILLed, its
+             link down, its link down and up again, and a kill whose dead
+             peers are reported failed as the survivors' errors name them.
+             Target: failure_timeout + 1 heartbeat interval + 1 s (7 s).
+
 Anchors (not run, printed as references): DLRover notices a dead peer after
 a 600 s no-heartbeat window; under torchelastic the survivors of a killed
 worker may hang in a collective up to the NCCL timeout, 30 min by default.
@@ -28,6 +35,7 @@ Target: SIGKILL to training again in under 6 s.
 
   python3 benchmarks/bench_recovery.py [--build build] [--runs 5]
       [--scenarios worker,node,node-stop] [--kill-at 5] [--keep DIR]
+      [--heal-after 8] [--rejoin-timeout 90]
   python3 benchmarks/bench_recovery.py --analyze EVENTS.jsonl  # one 'worker' file
 
 Stdlib only. Exits 1 when a run fails to finish or an expected event is
@@ -35,6 +43,7 @@ missing (each named), 2 for bad usage or missing binaries.
 """
 
 import argparse
+import ctypes
 import http.client
 import json
 import os
@@ -49,6 +58,9 @@ import threading
 import time
 
 TARGET_S = 6.0
+# Host scenarios: failure_timeout + 1 heartbeat interval + 1 s at the defaults.
+HOST_TARGET_S = 5.0 + 1.0 + 1.0
+HOST_SCENARIOS = ("host-kill", "host-partition", "host-heal", "host-kill-report")
 ANCHORS = [
     ("anchor: DLRover, no-heartbeat window before a peer counts as dead", "600 s"),
     ("anchor: torchelastic, survivors blocked in a collective (NCCL timeout)", "up to 1,800 s"),
@@ -106,7 +118,7 @@ class Launcher:
     """One cohort-run process: its output lines, timestamped on arrival,
     and its --events file."""
 
-    def __init__(self, name, cmd, workdir):
+    def __init__(self, name, cmd, workdir, spawn=subprocess.Popen):
         self.name = name
         self.events_path = os.path.join(workdir, f"{name}.events.jsonl")
         self.log_path = os.path.join(workdir, f"{name}.log")
@@ -115,8 +127,9 @@ class Launcher:
         self.lines = []  # (time.monotonic() on arrival, text)
         self.started = time.monotonic()
         # Its own session, away from this program's terminal signals.
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        # spawn: a Popen, or one that starts it on an emulated host.
+        self.proc = spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                          start_new_session=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -299,15 +312,17 @@ def analyze_worker(events, watch=None, synced=None):
     return p
 
 
-def analyze_node(events, kill_t, watch, b_members, synced=None):
-    """Phases for node a after node b was stopped at launcher time kill_t."""
+def analyze_node(events, kill_t, watch, b_members, synced=None, finished=True):
+    """Phases for node a after node b was stopped at launcher time kill_t
+    (finished: node a's launcher has ended, and must have succeeded)."""
     before = [e for e in events if e["event"] == "round_formed" and e["t"] < kill_t]
     if not before:
         raise Missing("node a: no 'round_formed' before the kill")
     g0 = before[-1]["generation"]
     formed = first(events, "round_formed", after=kill_t, where=lambda e: e["generation"] > g0)
     training = first(events, "training", after=formed["t"], where=lambda e: e["generation"] >= formed["generation"])
-    check_done(events, "node a")
+    if finished:
+        check_done(events, "node a")
     opened = watch.round_opened(formed["generation"])
     round_t = closed(watch, formed)
     step = stepped(watch, formed["generation"], "node a, the round after the kill")
@@ -332,24 +347,43 @@ def analyze_node(events, kill_t, watch, b_members, synced=None):
 
 # ---------------------------------------------------------------- the coordinator
 
+_CLONE_NEWNET = 0x40000000
+
+
+def enter_netns(path):
+    """Moves the calling thread (only it: a network namespace is per
+    thread) into the network namespace at `path`, so the sockets it opens
+    reach an emulated host's addresses."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if libc.setns(fd, _CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns({path}): {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(fd)
+
 
 class JobWatch:
     """Polls GET /v1/jobs/{job} every `period` s on a keep-alive connection:
     the generation, the shards reported done, the members' states and the
     round history, each sample timed on this machine's monotonic clock."""
 
-    def __init__(self, url, job, period=0.02):
+    def __init__(self, url, job, period=0.02, netns=None):
         host, port = url.removeprefix("http://").rstrip("/").rsplit(":", 1)
         self.host, self.port, self.job, self.period = host, int(port), job, period
         self.samples = []  # (monotonic, generation, shards done, {member: state})
         self.rounds = []
+        self.state = {}  # the latest job state
         self.unix_minus_mono = time.time() - time.monotonic()
         self.offset = 0.0  # launcher time = monotonic - offset; set before use
+        self.netns = netns  # /proc/PID/ns/net of an emulated host to poll from
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
 
     def _poll(self):
+        if self.netns is not None:
+            enter_netns(self.netns)
         conn = None
         while not self._stop.is_set():
             try:
@@ -374,6 +408,7 @@ class JobWatch:
         done = sum(e.get("done", 0) for e in shards.get("epochs", []))
         members = {m.get("id"): m.get("state") for m in state.get("members", [])}
         self.samples.append((now, state.get("generation", 0), done, members))
+        self.state = state
         self.rounds = state.get("rounds", self.rounds)
 
     def stop(self):
@@ -474,6 +509,26 @@ def start_coordinator(args, workdir, name):
     return proc, url
 
 
+def wait_full_world(a, b, size, kill_at, deadline):
+    """Returns once a's launcher saw a world of `size` train, and no earlier
+    than kill_at s after it started; Missing past the deadline or when a
+    launcher exits first."""
+    while True:
+        if time.monotonic() > deadline:
+            raise Missing(f"node a: no world of {size} training by the deadline (--timeout); last lines:\n{a.tail()}")
+        if a.proc.poll() is not None or b.proc.poll() is not None:
+            raise Missing(f"a launcher exited ({a.proc.poll()}, {b.proc.poll()}) before the kill")
+        try:
+            events = a.events()
+        except Missing:
+            events = []
+        full = [e["generation"] for e in events if e["event"] == "round_formed" and e.get("world_size") == size]
+        trains = full and any(e["event"] == "training" and e["generation"] >= full[-1] for e in events)
+        if trains and time.monotonic() - a.offset() >= kill_at:
+            return
+        time.sleep(0.02)
+
+
 def run_node(args, workdir, index, stop):
     sig = signal.SIGSTOP if stop else signal.SIGKILL
     name = f"node{'-stop' if stop else ''}-{index}"
@@ -488,22 +543,7 @@ def run_node(args, workdir, index, stop):
             launchers[node] = Launcher(f"{name}-{node}", cmd, workdir)
         a, b = launchers["a"], launchers["b"]
         deadline = time.monotonic() + args.timeout
-
-        # Kill once a world of all 4 trains, and no earlier than --kill-at.
-        while True:
-            if time.monotonic() > deadline:
-                raise Missing(f"node a: no world of 4 training within {args.timeout:g} s")
-            if a.proc.poll() is not None or b.proc.poll() is not None:
-                raise Missing(f"a launcher exited ({a.proc.poll()}, {b.proc.poll()}) before the kill")
-            try:
-                events = a.events()
-            except Missing:
-                events = []
-            gen4 = [e["generation"] for e in events if e["event"] == "round_formed" and e.get("world_size") == 4]
-            trains = gen4 and any(e["event"] == "training" and e["generation"] >= gen4[-1] for e in events)
-            if trains and time.monotonic() - a.offset() >= args.kill_at:
-                break
-            time.sleep(0.02)
+        wait_full_world(a, b, 4, args.kill_at, deadline)
         # The launcher and every worker (each worker has a process group of
         # its own, so the launcher's group alone is not enough).
         tree = process_tree(b.proc.pid)
@@ -579,19 +619,26 @@ TITLES = {
 
 
 def report(name, results, failures, runs):
-    print(f"\n### {TITLES[name]}\n")
+    import recovery_hosts
+    print(f"\n### {TITLES.get(name) or recovery_hosts.TITLES[name]}\n")
     print(f"{len(results)} of {runs} runs complete.\n")
     if results:
         print("| phase | min | median | max |")
         print("|---|---:|---:|---:|")
-        for row in phase_rows(results, WORKER_ROWS if name == "worker" else NODE_ROWS):
+        rows = WORKER_ROWS if name == "worker" else NODE_ROWS
+        if name == "host-heal":
+            rows = rows + recovery_hosts.HEAL_ROWS
+        if name == "host-kill-report":
+            rows = recovery_hosts.REPORT_ROWS + rows
+        for row in phase_rows(results, rows):
             print(row)
         for label, value in ANCHORS:
             print(f"| {label} | | {value} | |")
         worst = max(r["total"] for r in results)
         median = statistics.median(r["total"] for r in results)
-        met = "met" if worst < TARGET_S else "NOT met"
-        print(f"\nTarget kill → training < {TARGET_S:g} s: **{met}** (worst {worst:.2f} s, median {median:.2f} s); "
+        target = HOST_TARGET_S if name.startswith("host-") else TARGET_S
+        met = "met" if worst < target else "NOT met"
+        print(f"\nTarget kill → training < {target:g} s: **{met}** (worst {worst:.2f} s, median {median:.2f} s); "
               f"DLRover's 600 s window alone is {600 / median:,.0f}x the median, torchelastic's 1,800 s "
               f"{1800 / median:,.0f}x.")
         worlds = sorted({r["world_after"] for r in results if r.get("world_after")})
@@ -623,13 +670,19 @@ def main():
     parser.add_argument("--build", default="build", help="the build folder (default build)")
     parser.add_argument("--runs", type=int, default=5, help="runs per scenario (default 5)")
     parser.add_argument("--scenarios", default="worker,node,node-stop",
-                        help="comma-separated: worker, node, node-stop (default all three)")
+                        help="comma-separated: worker, node, node-stop, host-kill, host-partition, host-heal, "
+                             "host-kill-report "
+                             "(default the first three; the host ones need root)")
     parser.add_argument("--kill-at", type=float, default=5.0,
                         help="seconds after the launcher starts (worker) or at least (node) (default 5)")
     parser.add_argument("--kill-rank", type=int, default=1, help="LOCAL_RANK killed in 'worker' (default 1)")
     parser.add_argument("--timeout", type=float, default=150.0, help="seconds a run may take (default 150)")
     parser.add_argument("--train-flags", default=" ".join(TRAIN_FLAGS),
                         help=f"cohort-train's flags (default '{' '.join(TRAIN_FLAGS)}')")
+    parser.add_argument("--heal-after", type=float, default=8.0,
+                        help="host-heal: seconds the link stays down (default 8, past the failure timeout)")
+    parser.add_argument("--rejoin-timeout", type=float, default=90.0,
+                        help="host-heal: seconds host 1 may take to train again after the link is up (default 90)")
     parser.add_argument("--keep", help="keep the events files and logs in this folder")
     parser.add_argument("--analyze", metavar="EVENTS", help="only print the phases of one 'worker' events file")
     args = parser.parse_args()
@@ -646,8 +699,16 @@ def main():
 
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     for s in scenarios:
-        if s not in TITLES:
-            parser.error(f"--scenarios: unknown scenario '{s}' (worker, node, node-stop)")
+        if s not in TITLES and s not in HOST_SCENARIOS:
+            parser.error(f"--scenarios: unknown scenario '{s}' (worker, node, node-stop, {', '.join(HOST_SCENARIOS)})")
+    # recovery_hosts imports this module by name: let it find this one.
+    sys.modules.setdefault("bench_recovery", sys.modules[__name__])
+    if any(s in HOST_SCENARIOS for s in scenarios):
+        import recovery_hosts
+        why = recovery_hosts.unsupported()
+        if why is not None:
+            log(f"bench_recovery: the host scenarios cannot run here: {why}")
+            return 2
     if args.runs < 1:
         parser.error("--runs: must be at least 1")
     args.train_flags = args.train_flags.split()
@@ -668,6 +729,27 @@ def main():
     print(f"cohort-run: {args.run}, built {built}  ")
     print(f"demo: cohort-train {' '.join(args.train_flags)}; default job settings "
           f"(heartbeat 1 s, failure timeout 5 s, last call 3 s)")
+    # SIGTERM unwinds as Ctrl-C does, through every finally that ends what
+    # a run started (hosts.Cluster closes its hosts first).
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        failed_any = run_scenarios(args, scenarios, workdir)
+    except KeyboardInterrupt:
+        log(f"bench_recovery: interrupted; every process it started is ended; logs so far: {workdir}")
+        return 130
+    print(f"\nmachine at the end: {machine()}")
+    if failed_any or args.keep:
+        log(f"events files and logs: {workdir}")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 1 if failed_any else 0
+
+
+def interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run_scenarios(args, scenarios, workdir):
     failed_any = False
     for name in scenarios:
         results, failures = [], []
@@ -676,6 +758,9 @@ def main():
             try:
                 if name == "worker":
                     r = run_worker(args, workdir, i)
+                elif name in HOST_SCENARIOS:
+                    import recovery_hosts
+                    r = recovery_hosts.run_host(args, workdir, i, name)
                 else:
                     r = run_node(args, workdir, i, stop=name == "node-stop")
                 results.append(r)
@@ -685,12 +770,7 @@ def main():
                 log(f"  FAILED: {e}")
         report(name, results, failures, args.runs)
         failed_any = failed_any or bool(failures)
-    print(f"\nmachine at the end: {machine()}")
-    if failed_any or args.keep:
-        log(f"events files and logs: {workdir}")
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return 1 if failed_any else 0
+    return failed_any
 
 
 if __name__ == "__main__":
