@@ -319,24 +319,66 @@ TEST(MembershipRestart, HeartbeatsOutliveACoordinatorRestart) {
     const uint16_t port = server->port();
     const std::string url = server->url();
     CoordinatorClient admin(url, client_options());
-    admin.create_job("durable", job_of(1));
+    JobSettings settings = job_of(1);
+    settings.failure_timeout = 2.0;
+    admin.create_job("durable", settings);
     Membership m(member_options(url, "durable", "survivor"));
     const MemberWorld w = m.next_world(5s);
     ASSERT_TRUE(w.active);
 
-    // Down for longer than failure_timeout: the member's heartbeats fail
+    // Down for less than failure_timeout: the member's heartbeats fail
     // meanwhile, and are simply sent again.
     server.reset();
-    std::this_thread::sleep_for(1500ms);
+    std::this_thread::sleep_for(1200ms);
     server.emplace(server_options(port, dir.path()));
     const double before = number_after(member_entry(admin.job_state("durable"), "survivor"), "heartbeats");
     EXPECT_TRUE(eventually([&] {
         return number_after(member_entry(admin.job_state("durable"), "survivor"), "heartbeats") >= before + 3;
     }));
-    std::this_thread::sleep_for(1200ms);  // past failure_timeout, counted from the restart
+    // Past failure_timeout counted from the last heartbeat before the
+    // outage: the coordinator does not count its own downtime as silence.
+    std::this_thread::sleep_for(1200ms);
     EXPECT_THAT(member_entry(admin.job_state("durable"), "survivor"), HasSubstr("\"state\":\"active\""));
     EXPECT_FALSE(m.round_pending());
     EXPECT_EQ(m.world().generation, w.generation);
+}
+
+// No heartbeat answered for failure_timeout (the coordinator gone, as
+// behind a partition): the member fences itself. Its round is pending, its
+// world's communicator is aborted naming why, and once the coordinator is
+// back it joins a later generation.
+TEST(MembershipFence, AMemberCutOffForFailureTimeoutFencesItself) {
+    CommTempDir dir;
+    std::optional<Coordinator> server(std::in_place, server_options(0, dir.path()));
+    const uint16_t port = server->port();
+    const std::string url = server->url();
+    CoordinatorClient admin(url, client_options());
+    admin.create_job("cut", job_of(1));  // failure_timeout 1 s, heartbeat 100 ms
+    Membership m(member_options(url, "cut", "alone"));
+    const MemberWorld w = m.next_world(5s);
+    ASSERT_TRUE(w.active);
+    Communicator comm = m.communicator();
+    int32_t v = 1;
+    comm.allreduce(&v, 1, DataType::int32, ReduceOp::sum);
+
+    const auto cut = Clock::now();
+    server.reset();
+    std::this_thread::sleep_for(500ms);
+    EXPECT_FALSE(m.round_pending());  // half the failure timeout: still in its world
+    ASSERT_TRUE(eventually([&] { return m.round_pending(); }, 5s));
+    // failure_timeout, then at most one heartbeat attempt (half of it) and an interval.
+    EXPECT_GE(since(cut), 900ms);
+    EXPECT_LT(since(cut), 2500ms);
+    const std::string message =
+        error_message(Errc::closed, [&] { comm.allreduce(&v, 1, DataType::int32, ReduceOp::sum); });
+    EXPECT_THAT(message, HasSubstr("fenced: no heartbeat of member 'alone' reached the coordinator"));
+    EXPECT_THAT(message, HasSubstr("failure_timeout 1.0 s"));
+
+    server.emplace(server_options(port, dir.path()));
+    const MemberWorld again = m.next_world(10s);
+    EXPECT_TRUE(again.active);
+    EXPECT_GT(again.generation, w.generation);
+    EXPECT_FALSE(m.round_pending());
 }
 
 TEST(MembershipStop, DestructionDoesNotWaitForTheNextHeartbeat) {
