@@ -140,7 +140,11 @@ std::optional<MasterAddress> Launcher::agree_master(double deadline) {
         if (const int sig = signals::take()) throw signals::Stop{sig};
         if (log_.now() >= next_beat) {
             for (Slot& s : slots_) {
-                if (!beat(s, generation, nullptr)) return std::nullopt;  // stale: a newer world formed
+                // Stale (a newer world formed), or a round open: rank 0 of
+                // this generation may be dead and will never publish (a
+                // host lost with its launcher), so join the round instead.
+                cohort::HeartbeatReply r;
+                if (!beat(s, generation, &r) || r.rendezvous || r.generation != generation) return std::nullopt;
             }
             next_beat = log_.now() + std::min(0.25, o_.heartbeat_interval / 2);
         }

@@ -13,6 +13,13 @@ each with two cohort-train workers; only the network joins the hosts. Cases:
                workers never come back (nothing on host 1 relaunches them)
                and no other launcher relaunches anything; the weights are
                the reference's and every shard is done once
+  host_killed_restart_all  the same with --restart all --max-restarts 1
+               (torchrun's habit): each survivor's launcher restarts its
+               workers once (charged to its budget: "restart 1 of 1"), and
+               the restarted workers of hosts 0 and 2 form a world of 4,
+               finish, and end with the reference's weights. A round whose
+               rank 0 died with its host before publishing MASTER_ADDR is
+               left for the next round, not waited for
   partition    3 hosts; once the job trains, host 1's link goes down. The
                survivors meet in a world of 4 within failure_timeout +
                heartbeat_interval + last_call + 2 s and train on. Host 1's
@@ -97,7 +104,7 @@ class HostLauncher(runs.Launcher):
 class Job:
     """A coordinator on host 0 and a launcher on each of n hosts."""
 
-    def __init__(self, cluster, tools, workdir):
+    def __init__(self, cluster, tools, workdir, flags=()):
         self.cluster, self.tools, self.workdir = cluster, tools, workdir
         address = cluster.address(0)
         self.err_path = os.path.join(workdir, "coordinator.err")
@@ -109,7 +116,7 @@ class Job:
         self.ref = runs.reference(tools, workdir, TRAIN_FLAGS)
         self.weights = os.path.join(workdir, "weights.json")
         self.program = [tools.train, *TRAIN_FLAGS, "--weights-out", self.weights]
-        self.launchers = [HostLauncher(cluster, i, tools, workdir, self.url, self.program)
+        self.launchers = [HostLauncher(cluster, i, tools, workdir, self.url, self.program, flags)
                           for i in range(cluster.n)]
 
     def state(self):
@@ -233,6 +240,35 @@ def case_host_killed(tools, workdir):
             job.close()
 
 
+def case_host_killed_restart_all(tools, workdir):
+    """torchrun's habit (--restart all): a host lost restarts every
+    survivor's workers in a new world, charged to each launcher's budget."""
+    with hosts.Cluster(3) as cluster:
+        job = Job(cluster, tools, workdir, ["--restart", "all", "--max-restarts", "1"])
+        try:
+            job.wait_training()
+            seen = {l.name: len(job.rounds(l)) for l in job.launchers}
+            killed_at = time.time()
+            cluster.kill_processes(1)
+            job.launchers[1].wait(10)
+            survivors = [job.launchers[0], job.launchers[2]]
+            restarted = [f"{w}.1" for w in workers(0, 2)]
+            for launcher in survivors:
+                formed = job.wait_round(launcher, restarted, seen[launcher.name],
+                                        "a world of hosts 0 and 2's restarted workers", RECOVERY_BOUND_S + 15)
+                restarts = launcher.of("restarting")
+                check(len(restarts) == 1, f"{launcher.name}: {len(restarts)} group restarts, expected 1"
+                      f"{launcher.describe()}")
+                check("restart 1 of 1" in launcher.output(),
+                      f"{launcher.name}: the restart is not charged to the budget (no 'restart 1 of 1')"
+                      f"{launcher.describe()}")
+            diff = job.finish(survivors)
+            print(f"host_killed_restart_all: one group restart per survivor (budget 1), a world of 4 "
+                  f"{formed - killed_at:.2f} s after the kill; weights within {diff:.3g} of the reference", flush=True)
+        finally:
+            job.close()
+
+
 FENCED = re.compile(r"fenced")
 
 
@@ -277,7 +313,8 @@ def case_partition(tools, workdir):
             job.close()
 
 
-CASES = {"launcher": case_launcher, "host_killed": case_host_killed, "partition": case_partition}
+CASES = {"launcher": case_launcher, "host_killed": case_host_killed,
+         "host_killed_restart_all": case_host_killed_restart_all, "partition": case_partition}
 
 
 def main():
