@@ -27,6 +27,7 @@ constexpr const char* kHelp = R"help(usage: cohort-coordinator [--host HOST] [--
                           [--max-connections-per-client N]
                           [--idle-timeout SECONDS]
                           [--crowded-idle-timeout SECONDS] [--keep-fd-limit]
+                          [--max-members N]
 
 Serves the elastic coordinator (docs/coordinator.md): training jobs'
 rendezvous, heartbeats, key-value store and dataset shards, over HTTP/1.1 +
@@ -59,6 +60,9 @@ options:
                          --max-connections are open (default 2)
       --keep-fd-limit    do not raise the soft open-file limit to the hard
                          limit at start
+      --max-members N    members held across all jobs (failed and departed
+                         ones too, until their job is deleted); a join past
+                         it gets 503 (default 100000; 0: no cap)
   -h, --help             this help
       --version          print the version
 
@@ -70,13 +74,26 @@ is taken, DIR is in use or its journal is damaged), 2 for bad usage.
     throw cohort::Error(cohort::Errc::invalid_argument, std::move(message));
 }
 
-std::size_t positive_count(std::string_view flag, std::string_view text) {
+// A whole number, or nothing when `text` is not one.
+std::optional<std::size_t> whole_number(std::string_view text) {
     std::size_t value = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || end != text.data() + text.size() || value == 0) {
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+    return value;
+}
+
+std::size_t count_or_zero(std::string_view flag, std::string_view text) {
+    const auto value = whole_number(text);
+    if (!value) usage(fmt::format("{}: expected a whole number (0: no cap), got '{}'", flag, text));
+    return *value;
+}
+
+std::size_t positive_count(std::string_view flag, std::string_view text) {
+    const auto value = whole_number(text);
+    if (!value || *value == 0) {
         usage(fmt::format("{}: expected a whole number of connections, at least 1, got '{}'", flag, text));
     }
-    return value;
+    return *value;
 }
 
 // Seconds, as a number with a fraction allowed, to milliseconds (at least 1).
@@ -132,6 +149,8 @@ std::optional<cohort::CoordinatorOptions> parse_options(int argc, char** argv) {
         } else if (arg == "--crowded-idle-timeout") {
             options.crowded_idle_timeout = positive_seconds(arg, args.value());
             crowded_given = true;
+        } else if (arg == "--max-members") {
+            options.max_members = count_or_zero(arg, args.value());
         } else if (arg == "--keep-fd-limit") {
             options.raise_fd_limit = false;
         } else if (arg.starts_with("-")) {

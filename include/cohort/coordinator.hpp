@@ -48,6 +48,11 @@ struct COHORT_API CoordinatorOptions {
     // Raise the process's soft open-file limit (RLIMIT_NOFILE) to its hard
     // limit when the server starts, before max_connections is derived.
     bool raise_fd_limit = true;
+    // Members held across all jobs, departed and failed ones included (each
+    // is kept until its job is deleted); a join that would add one more is
+    // refused with 503 (Error(unavailable)) naming the cap. A member joining
+    // again is not counted twice. 0: no cap.
+    std::size_t max_members = 100000;
     // Seconds on a clock that survives restarts; Unix time by default. Tests
     // inject their own to make time pass.
     std::function<double()> clock;

@@ -234,6 +234,30 @@ TEST_F(CoordinatorClientTest, ErrorsAreMappedByStatus) {
     EXPECT_THROW(CoordinatorClient("localhost:1"), Error);
 }
 
+// max_members caps the members held across all jobs: a new member past it
+// is refused (503, naming the cap) and retried to the deadline like any
+// 503; one that joins again is not a new one; deleting a job frees its
+// places.
+TEST(CoordinatorMemberCap, NewMembersPastTheCapAreRefused) {
+    CoordinatorOptions o = server_options();
+    o.max_members = 3;
+    Coordinator server(o);
+    CoordinatorClient client(server.url(), client_options({}, 200ms));
+    client.create_job("a", closes_at(2));
+    client.create_job("b", closes_at(2));
+    client.join("a", node("a1"));
+    client.join("a", node("a2"));
+    client.join("b", node("b1"));
+    const std::string message = error_message(Errc::unavailable, [&] { client.join("b", node("b2")); });
+    EXPECT_THAT(message, HasSubstr("holds 3 members across its jobs"));
+    EXPECT_THAT(message, HasSubstr("--max-members"));
+    client.leave("a", "a2");
+    client.join("a", node("a2"));  // known: joins again
+    client.delete_job("a");
+    client.join("b", node("b2"));
+    EXPECT_THAT(client.job_state("b"), HasSubstr("\"id\":\"b2\""));
+}
+
 TEST(CoordinatorClientRetry, ServerThatStartsLateIsReached) {
     const uint16_t port = free_port();
     ASSERT_NE(port, 0);

@@ -307,6 +307,7 @@ def case_bad_flags(exe, workdir):
         ("--max-connections", "0", "--max-connections: expected a whole number of connections, at least 1, got '0'"),
         ("--max-connections", "many", "--max-connections: expected a whole number"),
         ("--max-connections-per-client", "-3", "--max-connections-per-client: expected a whole number"),
+        ("--max-members", "lots", "--max-members: expected a whole number (0: no cap), got 'lots'"),
         ("--idle-timeout", "0", "--idle-timeout: expected seconds, from 0.001 to a year, got '0'"),
         ("--crowded-idle-timeout", "soon", "--crowded-idle-timeout: expected seconds"),
     ]:

@@ -152,6 +152,7 @@ Coordinator::Impl::Impl(CoordinatorOptions opts)
       durable(open_journal(options.data_dir)),
       state(durable ? durable->state() : memory_state),
       gate(connection_limits(options)) {
+    state.set_max_members(options.max_members);
     if (durable) {
         // The outage is nobody's silence: heartbeat and lease clocks start
         // again now, and that restart is journaled too.
@@ -222,8 +223,7 @@ void Coordinator::Impl::schedule_tick() {
     if (const auto next = state.next_deadline()) {
         const auto until = std::chrono::duration<double>(*next - now());
         if (until < delay) {
-            delay = std::max(std::chrono::milliseconds(1),
-                             std::chrono::ceil<std::chrono::milliseconds>(until));
+            delay = std::max(std::chrono::milliseconds(1), std::chrono::ceil<std::chrono::milliseconds>(until));
         }
     }
     arm_tick(std::chrono::steady_clock::now() + delay);

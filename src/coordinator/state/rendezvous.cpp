@@ -60,6 +60,12 @@ void CoordinatorState::settle(Job& j, double now) {
     }
 }
 
+std::size_t CoordinatorState::member_count() const {
+    std::size_t n = 0;
+    for (const auto& [name, job] : jobs_) n += job.members().size();
+    return n;
+}
+
 JoinReply CoordinatorState::join(std::string_view job_name, Node node, double now) {
     const double t = time_of(now);
     Job& j = job_for(job_name);
@@ -82,6 +88,16 @@ JoinReply CoordinatorState::join(std::string_view job_name, Node node, double no
                 fmt::format("job '{}' is full: {} nodes already wait for a place (at most {}, the largest world); "
                             "try again later",
                             job_name, newcomers, j.settings().largest_world()));
+        }
+    }
+    if (existing == nullptr && max_members_ > 0) {
+        const std::size_t held = member_count();
+        if (held >= max_members_) {
+            throw Error(Errc::unavailable,
+                        fmt::format("join job '{}': the coordinator holds {} members across its jobs, its cap "
+                                    "(max_members, cohort-coordinator --max-members); delete finished jobs "
+                                    "(DELETE /v1/jobs/NAME) or raise the cap",
+                                    job_name, held));
         }
     }
     const bool restarted = existing != nullptr && existing->state == MemberState::active && !j.round_open();
@@ -128,8 +144,7 @@ HeartbeatReply CoordinatorState::heartbeat(std::string_view job_name, std::strin
     return reply;
 }
 
-void CoordinatorState::leave(std::string_view job_name, std::string_view member, double now,
-                             std::string_view failure) {
+void CoordinatorState::leave(std::string_view job_name, std::string_view member, double now, std::string_view failure) {
     const double t = time_of(now);
     Job& j = job_for(job_name);
     const Member& m = member_of(j, member);

@@ -77,8 +77,13 @@ public:
     // A node joins, or joins again: it waits for the next round. Joining
     // again while waiting with the same descriptor changes nothing (a retry);
     // while in a running world it opens a new round (a restarted process).
-    // Error(unavailable) when largest_world() newcomers already wait.
+    // Error(unavailable) when largest_world() newcomers already wait, or
+    // when a new member would exceed set_max_members().
     JoinReply join(std::string_view job, Node node, double now);
+    // Members across all jobs that join() admits (0: any number). Checked
+    // on new joins only: a journal replayed under a lower cap keeps them.
+    void set_max_members(std::size_t cap) { max_members_ = cap; }
+    std::size_t member_count() const;
     // `generation`: the member's world, or 0 while it has none. An active
     // member must send its world's generation, a waiting one 0 or its last
     // world's; anything else is Error(mismatch). A failed, departed or stale
@@ -159,6 +164,7 @@ private:
     std::map<std::string, Job, std::less<>> jobs_;
     std::vector<Event> pending_;
     double clock_ = 0;
+    std::size_t max_members_ = 0;
 };
 
 }  // namespace cohort::coord
