@@ -896,8 +896,10 @@ COHORT_API int cohort_comm_transport(const cohort_comm* comm, int32_t rank, int3
  * "size", "hosts", "transports" (names by rank), "shm" ({"bytes",
  * "slot_bytes", "ranks"} or null), "listen" ({"address", "port",
  * "chosen_by"}: where this rank listens and why there; null for one rank)
- * and "shm_unavailable" (why this host's ranks share no memory although it
- * was wanted, or null). Free with cohort_free. */
+ * "shm_unavailable" (why this host's ranks share no memory although it
+ * was wanted, or null) and "direct_unavailable" ({"rank": why} for the
+ * peers reached over TCP rather than by direct copies, or null). Free with
+ * cohort_free. */
 COHORT_API int cohort_comm_describe(const cohort_comm* comm, char** json, size_t* length);
 
 /* Reduces `count` elements of `dtype` across the ranks with `op`; every

@@ -166,7 +166,9 @@ public:
     // What the set-up chose, as a JSON object: {"rank", "size", "hosts",
     // "transports" (names, by rank), "shm" ({"bytes", "slot_bytes",
     // "ranks"} or null), "shm_unavailable" (why this host's ranks do not
-    // share memory although it was wanted, or null)}.
+    // share memory although it was wanted, or null), "direct_unavailable"
+    // ({rank: why} for the peers reached over TCP rather than by direct
+    // copies, or null)}.
     std::string describe() const;
 
     // `in` and `out` hold `count` elements of `dtype`; they may be the same

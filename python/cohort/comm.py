@@ -562,8 +562,10 @@ class Communicator(_util.Handle):
         """What the set-up chose, as a dict: rank, size, hosts, transports,
         shm ({"bytes", "slot_bytes", "ranks"} or None), listen ({"address",
         "port", "chosen_by"}: where this rank listens and why; None for one
-        rank) and shm_unavailable (why this host's ranks share no memory
-        although it was wanted, or None)."""
+        rank), shm_unavailable (why this host's ranks share no memory
+        although it was wanted, or None) and direct_unavailable ({"rank":
+        why} for the peers reached over TCP rather than by direct copies, or
+        None)."""
         return json.loads(_util.owned_string(self._lib.cohort_comm_describe, self._h()))
 
     def choose(self, nbytes):

@@ -140,8 +140,12 @@ Communicator::Impl::Impl(const CommOptions& given) : options(with_env_defaults(g
     mesh.direct_copy = options.direct_copy;
     mesh.deadline = deadline;
     auto peers = comm::connect_mesh(*io, acceptor, endpoints, mesh);
-    for (int r = 0; r < size; ++r)
-        if (r != rank) transports[r] = peers[r]->direct ? Transport::direct_copy : Transport::tcp;
+    direct_unavailable.assign(size, "");
+    for (int r = 0; r < size; ++r) {
+        if (r == rank) continue;
+        transports[r] = peers[r]->direct ? Transport::direct_copy : Transport::tcp;
+        direct_unavailable[r] = peers[r]->direct_unavailable;
+    }
     // After the mesh: a host's ranks that share memory still need their
     // sockets, which carry aborts and show a dead peer by closing.
     auto joined = comm::shm::join(*scoped, hosts, rank, *options.shm_size, *options.spin, deadline);

@@ -144,6 +144,15 @@ std::string Communicator::describe() const {
         o["shm_unavailable"] = nullptr;
     else
         o["shm_unavailable"] = impl.shm_unavailable;
+    // Why each peer reached over TCP is not copied from directly, by rank.
+    boost::json::object no_direct;
+    for (std::size_t r = 0; r < impl.direct_unavailable.size(); ++r)
+        if (impl.transports[r] == Transport::tcp && !impl.direct_unavailable[r].empty())
+            no_direct[std::to_string(r)] = impl.direct_unavailable[r];
+    if (no_direct.empty())
+        o["direct_unavailable"] = nullptr;
+    else
+        o["direct_unavailable"] = std::move(no_direct);
     return boost::json::serialize(o);
 }
 

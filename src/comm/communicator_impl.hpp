@@ -50,6 +50,7 @@ struct Communicator::Impl {
     bool multi_rank_host = false;  // some host runs more than one rank
     std::size_t host_count = 1;
     std::vector<Transport> transports;
+    std::vector<std::string> direct_unavailable;  // by rank: why a peer reached over TCP is not copied from directly
     comm::ListenAddress listening;  // where this rank listens, and why there (port 0: alone)
     // This host's shared memory (null without), and why not when wanted.
     std::unique_ptr<comm::shm::Group> shm;

@@ -65,6 +65,12 @@ TEST(ShmChoice, OffFallsBackToDirectCopiesThenTcp) {
             if (comm.choose(1 << 20) == Algorithm::shared_memory) problems.add(comm.rank(), "auto picks shm");
             if (!contains(comm.describe(), "\"shm\":null") || !contains(comm.describe(), "shared memory is off"))
                 problems.add(comm.rank(), "describe does not say shared memory is off: " + comm.describe());
+            // Over TCP, describe() says why not direct; with direct copies, nothing.
+            const std::string no_direct = direct ? "\"direct_unavailable\":null"
+                                                 : "\"direct_unavailable\":{\"" + std::to_string(1 - comm.rank()) +
+                                                       "\":\"direct copies are off on this rank";
+            if (!contains(comm.describe(), no_direct))
+                problems.add(comm.rank(), "describe does not say " + no_direct + ": " + comm.describe());
             try {
                 int32_t x = 1;
                 comm.allreduce(&x, 1, DataType::int32, ReduceOp::sum, {Algorithm::shared_memory, {}});

@@ -179,6 +179,8 @@ def transports(expect, env=None, pidns=False, size=3):
             d = job.results[r]["describe"]
             if d.get("shm_unavailable"):
                 print("  rank %d: shm_unavailable %r" % (r, d["shm_unavailable"]))
+            if d.get("direct_unavailable"):
+                print("  rank %d: direct_unavailable %r" % (r, d["direct_unavailable"]))
         no_leftovers(job, before)
 
 
@@ -194,6 +196,7 @@ def transports_mixed():
         job = run_correct(3, "quick", expect, env=NOSHM, wrap=lambda r: PID_NAMESPACE if r == 2 else (),
                           deadline_s=90)
         print("  transports: %s" % [job.results[r]["transports"] for r in range(3)])
+        print("  direct_unavailable: %s" % [job.results[r]["describe"]["direct_unavailable"] for r in range(3)])
         no_leftovers(job, before)
 
 

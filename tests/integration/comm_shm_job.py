@@ -271,6 +271,12 @@ def transports_are(job, expect, results=None, hosts=None):
             failures.append("rank %d: hosts %s, expected %s" % (r, d["hosts"], hosts))
         elif hosts is None and (len(d["hosts"]) != job.size or len(set(d["hosts"])) != 1):
             failures.append("rank %d: hosts %s, expected one host for all %d" % (r, d["hosts"], job.size))
+        # Every peer over TCP says why it is not copied from directly, and only those.
+        why = d.get("direct_unavailable") or {}
+        over_tcp = {str(p) for p, t in enumerate(got) if t == "tcp"}
+        if "direct_unavailable" not in d or set(why) != over_tcp or not all(why.values()):
+            failures.append("rank %d: describe()['direct_unavailable'] is %r, expected a reason for each peer over "
+                            "TCP (%s)" % (r, d.get("direct_unavailable", "absent"), sorted(over_tcp)))
         if expect == "shm":
             if not (isinstance(d["shm"], dict) and "bytes" in d["shm"] and "ranks" in d["shm"]):
                 failures.append("rank %d: describe()['shm'] is %r, expected a dict with bytes and ranks"

@@ -3,6 +3,7 @@
 // fake peer that this test plays byte by byte: whatever a peer sends, the
 // real rank fails with an Error naming it, quickly, and never sizes an
 // allocation from the peer's bytes.
+#include "comm/transport/direct_proof.hpp"
 #include "comm/transport/frame.hpp"
 #include "comm/transport/handshake.hpp"
 
@@ -16,8 +17,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -276,8 +280,7 @@ TEST(Handshake, HelloRoundTrip) {
     Hello h = hello(3, 8, "training-run-42", 0x0102030405060708ull, true);
     h.pid = 0x61626364;
     h.boot = 0x7172737475767778ull;
-    h.probe_address = 0x8182838485868788ull;
-    h.probe = fresh_nonce();
+    h.direct_socket = "cohortdc0123456789abcdef";
     const auto bytes = encode_hello(h);
     ASSERT_EQ(bytes.size(), kHelloFixedBytes + h.job_id.size());
     EXPECT_EQ(std::vector<unsigned char>(bytes.begin(), bytes.begin() + 4),
@@ -294,45 +297,59 @@ TEST(Handshake, HelloRoundTrip) {
     EXPECT_EQ(back.nonce, h.nonce);
     EXPECT_EQ(back.pid, 0x61626364u);
     EXPECT_EQ(back.boot, 0x7172737475767778ull);
-    EXPECT_EQ(back.probe_address, 0x8182838485868788ull);
-    EXPECT_EQ(back.probe, h.probe);
+    EXPECT_EQ(back.direct_socket, "cohortdc0123456789abcdef");
     EXPECT_EQ(back.job_id, "training-run-42");
     // The fixed part: magic, version, flags, rank, size, generation, nonce,
-    // pid, boot, probe address, probe, job id length.
+    // pid, boot, direct socket name (24 bytes, zero-padded), job id length.
+    // The same 78 bytes as version 1, so a version 1 peer is refused for
+    // its version.
     EXPECT_EQ(kHelloFixedBytes, 78u);
+    EXPECT_EQ(kProtocolVersion, 2u);
     EXPECT_EQ(bytes[40], 0x64);  // pid, after the 16-byte nonce at 24
     EXPECT_EQ(bytes[44], 0x78);  // boot
-    EXPECT_EQ(bytes[52], 0x88);  // probe address
-    EXPECT_EQ(bytes[60], h.probe[0]);
-    EXPECT_EQ(bytes[76], 15);  // job id length
+    EXPECT_EQ(bytes[52], 'c');   // direct socket
+    EXPECT_EQ(bytes[76], 15);    // job id length
+    // A shorter name (or none) is padded with zeros and comes back as it was.
+    h.direct_socket = "";
+    auto none = encode_hello(h);
+    EXPECT_EQ(decode_hello_fixed(none.data(), back), h.job_id.size());
+    EXPECT_EQ(back.direct_socket, "");
 }
 
-// A process describes itself for direct copies, and a peer may use them
-// only if it reads back the probe the hello announced.
-TEST(Handshake, DirectCopyNeedsTheProbeToReadBack) {
-    Hello self;
-    describe_process(self);
-    EXPECT_EQ(self.pid, static_cast<uint32_t>(getpid()));
-    Hello again;
-    describe_process(again);
-    EXPECT_EQ(again.probe, self.probe) << "the probe is per process";
-    EXPECT_EQ(again.probe_address, self.probe_address);
-    EXPECT_EQ(std::memcmp(reinterpret_cast<const void*>(self.probe_address), self.probe.data(), kNonceBytes), 0);
-    if (self.boot == 0) GTEST_SKIP() << "no /proc/sys/kernel/random/boot_id here";
-    Hello peer = self;  // this process plays the peer: it may read itself
-    if (!can_read(self, peer)) GTEST_SKIP() << "process_vm_readv is not allowed here";
-    Hello lying = peer;
+// A claim of a connection round-trips, and is judged on the kernel's word
+// about its sender, the nonce, and a probe that reads back.
+TEST(DirectProof, ClaimsAreJudgedOnTheKernelsWord) {
+    const auto nonce = fresh_nonce();
+    const DirectClaim claim = claim_for(nonce, connection_key("127.0.0.1:1", "127.0.0.1:2"));
+    EXPECT_EQ(claim.connection, "127.0.0.1:1>127.0.0.1:2");
+    const auto bytes = encode_claim(claim);
+    ASSERT_EQ(bytes.size(), kClaimFixedBytes + claim.connection.size());
+    DirectClaim back;
+    ASSERT_EQ(decode_claim_fixed(bytes.data(), back), claim.connection.size());
+    EXPECT_EQ(back.nonce, nonce);
+    EXPECT_EQ(back.probe_address, claim.probe_address);
+    EXPECT_EQ(back.probe, claim.probe);
+    auto bad = bytes;
+    bad[0] = 'X';
+    EXPECT_TRUE(contains(error_message(Errc::peer_failed, [&] { decode_claim_fixed(bad.data(), back); }),
+                         "not a cohort claim"));
+    bad = bytes;
+    bad[kClaimFixedBytes - 1] = 0x10;  // 4096 + a few
+    EXPECT_TRUE(
+        contains(error_message(Errc::peer_failed, [&] { decode_claim_fixed(bad.data(), back); }), "more than 256"));
+
+    const ucred me{getpid(), geteuid(), getegid()};
+    EXPECT_TRUE(contains(judge_claim(std::nullopt, claim, nonce), "SO_PEERCRED"));
+    EXPECT_TRUE(contains(judge_claim(ucred{0, geteuid(), getegid()}, claim, nonce), "PID namespace"));
+    EXPECT_TRUE(contains(judge_claim(ucred{getpid(), geteuid() + 1, getegid()}, claim, nonce), "uid"));
+    EXPECT_TRUE(contains(judge_claim(me, claim, fresh_nonce()), "another nonce"));
+    DirectClaim lying = claim;
     lying.probe[0] ^= 1;
-    EXPECT_FALSE(can_read(self, lying)) << "a probe that does not read back";
-    Hello other_boot = peer;
-    other_boot.boot ^= 1;
-    EXPECT_FALSE(can_read(self, other_boot)) << "another machine";
-    Hello no_pid = peer;
-    no_pid.pid = 0;
-    EXPECT_FALSE(can_read(self, no_pid));
-    Hello unknown_boot = self;
-    unknown_boot.boot = 0;
-    EXPECT_FALSE(can_read(unknown_boot, unknown_boot)) << "an unknown boot id proves nothing";
+    EXPECT_TRUE(contains(judge_claim(me, lying, nonce), "does not hold the probe")) << judge_claim(me, lying, nonce);
+    if (!read_probe(getpid(), claim.probe_address, claim.probe).empty())
+        GTEST_SKIP() << "process_vm_readv is not allowed here: "
+                     << read_probe(getpid(), claim.probe_address, claim.probe);
+    EXPECT_EQ(judge_claim(me, claim, nonce), "");
 }
 
 TEST(Handshake, DecodeRejectsStrangers) {
@@ -464,6 +481,16 @@ public:
         return true;
     }
 
+    // "ip:port" of this end, as rank 0 sees its peer.
+    std::string local_address() const {
+        sockaddr_in mine{};
+        socklen_t n = sizeof mine;
+        if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&mine), &n) != 0) return "?";
+        char text[INET_ADDRSTRLEN] = {};
+        ::inet_ntop(AF_INET, &mine.sin_addr, text, sizeof text);
+        return std::string(text) + ":" + std::to_string(ntohs(mine.sin_port));
+    }
+
     // Rank 0 runs in this process: its end of this connection is one of
     // the process's descriptors, the one whose peer is our local address.
     int peer_fd() const {
@@ -501,6 +528,8 @@ struct Outcome {
     std::chrono::milliseconds took{0};
     bool broken = false;
     float result[4] = {};
+    Transport transport = Transport::self;  // to rank 1
+    std::string describe;
 };
 
 // Rank 0 of 2 runs for real in a thread: it constructs its Communicator,
@@ -536,6 +565,8 @@ protected:
             try {
                 Communicator comm(o);
                 out.constructed = true;
+                out.transport = comm.transports()[1];
+                out.describe = comm.describe();
                 std::vector<float> data(std::max<std::size_t>(count, 4), 0.0f);
                 for (int i = 0; i < 4; ++i) data[i] = static_cast<float>(i + 1);
                 const auto start = Clock::now();
@@ -575,6 +606,7 @@ protected:
     // Dials rank 0 and sends `hello`; returns the first 4 bytes of the answer.
     std::array<unsigned char, 4> dial(const Hello& self) {
         const auto [address, port] = meet_in_store();
+        rank0_ = address + ":" + std::to_string(port);
         socket_.emplace(address, port);
         socket_->send(encode_hello(self));
         std::array<unsigned char, 4> magic{};
@@ -592,25 +624,28 @@ protected:
         EXPECT_TRUE(socket_->recv(peer.job_id.data(), peer.job_id.size())) << "rank 0's job id was cut off";
         // Rank 0 runs in this process: its hello describes it for direct copies.
         EXPECT_EQ(peer.pid, static_cast<uint32_t>(getpid()));
-        EXPECT_NE(peer.probe_address, 0u);
-        if (peer.probe_address != 0) {
-            const void* probe = reinterpret_cast<const void*>(peer.probe_address);
-            EXPECT_EQ(std::memcmp(probe, peer.probe.data(), kNonceBytes), 0) << "rank 0's probe is not where it said";
-        }
+        EXPECT_EQ(peer.direct_socket.rfind(kDirectSocketPrefix, 0), 0u) << peer.direct_socket;
         return peer;
     }
 
-    // Ends the handshake after the hellos (no secret here): each side writes
-    // one byte saying whether it can read the other's memory, then reads the
-    // other's. The fake says no, so rank 0 sends plain data frames; rank 0
-    // cannot read a fake's memory either (its hello has no pid).
-    void agree_no_direct() {
-        const unsigned char no = 0;
-        socket_->send(&no, 1);
+    // Ends the handshake after the hellos (no secret here): each side may
+    // claim the connection on the other's local socket, then writes one byte
+    // saying it is done and reads the other's; then each writes one byte
+    // saying whether it may read the other's memory and reads the other's.
+    // Returns rank 0's say. By default the fake says no.
+    unsigned char agree_direct(unsigned char mine = 0) {
+        const unsigned char done = 1;
+        socket_->send(&done, 1);
         unsigned char theirs = 0xFF;
+        EXPECT_TRUE(socket_->recv(&theirs, 1)) << "rank 0 never said its claim was done";
+        EXPECT_EQ(theirs, 1);
+        socket_->send(&mine, 1);
+        theirs = 0xFF;
         EXPECT_TRUE(socket_->recv(&theirs, 1)) << "rank 0 sent no direct-copy byte";
-        EXPECT_EQ(theirs, 0);
+        return theirs;
     }
+    // Rank 0 cannot read a fake that proved nothing (and whose boot id is 0).
+    void agree_no_direct() { EXPECT_EQ(agree_direct(), 0); }
 
     // A full handshake as rank 1; rank 0's constructor returns after it.
     void connect_as_rank1() {
@@ -640,6 +675,7 @@ protected:
     std::optional<StoreServer> server_;
     std::shared_ptr<Store> store_;
     std::optional<Socket> socket_;
+    std::string rank0_;  // "ip:port" rank 0 listens on
     Hello self_;
     std::thread real_;
     Outcome outcome_;
@@ -863,6 +899,7 @@ TEST_F(FakePeer, AbortIsSentWhenTheMismatchIsSeenBeforeTheFirstSendCompletes) {
     self_ = hello(1, 2, kJob, kGeneration);
     socket_.emplace(address, port);
     auto bytes = encode_hello(self_);
+    bytes.push_back(1);  // its claim is done (it made none)
     bytes.push_back(0);  // no direct copies
     auto wrong = allreduce_frame();
     wrong.op.seq = 7;
@@ -875,7 +912,9 @@ TEST_F(FakePeer, AbortIsSentWhenTheMismatchIsSeenBeforeTheFirstSendCompletes) {
     std::array<unsigned char, 4> magic{};
     ASSERT_TRUE(socket_->recv(magic.data(), magic.size()));
     read_hello(magic);
-    unsigned char direct = 0xFF;
+    unsigned char done = 0xFF, direct = 0xFF;
+    ASSERT_TRUE(socket_->recv(&done, 1));
+    EXPECT_EQ(done, 1);
     ASSERT_TRUE(socket_->recv(&direct, 1));
     EXPECT_EQ(direct, 0);
     const Outcome& out = finish();
@@ -1029,6 +1068,155 @@ TEST_F(FakePeer, StrangerBeforeThePeerIsIgnored) {
     const Outcome& out = finish();
     ASSERT_TRUE(out.ok) << out.message;
     EXPECT_EQ(out.result[1], 3.0f);
+}
+
+// ------------------------------------------------------ forged hellos
+// Direct copies read the memory of the process that holds the other end of
+// the connection, proven on rank 0's local socket; a pid in a hello is only
+// the peer's word (issue 19, defect 7).
+
+// A third process of this machine with a canary where this process has
+// other values: fork copies the address space, so &g_canary names the canary
+// there and this process's values here. A rank that copied from the third
+// process would add the canary.
+alignas(16) float g_canary[4] = {};
+
+class ThirdProcess {
+public:
+    ThirdProcess() {
+        for (int i = 0; i < 4; ++i) g_canary[i] = 1000.0f * static_cast<float>(i + 1);
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            ::alarm(60);  // never outlives a test that lost it
+            for (;;) ::pause();
+        }
+        for (int i = 0; i < 4; ++i) g_canary[i] = 10.0f * static_cast<float>(i + 1);
+    }
+    ThirdProcess(const ThirdProcess&) = delete;
+    ThirdProcess& operator=(const ThirdProcess&) = delete;
+    ~ThirdProcess() {
+        if (pid_ <= 0) return;
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+    }
+    pid_t pid() const { return pid_; }
+
+private:
+    pid_t pid_ = -1;
+};
+
+class ForgedHello : public FakePeer {
+protected:
+    // Rank 1's hello on rank 0's machine, naming the third process as its own.
+    Hello forged(pid_t pid) {
+        Hello h = hello(1, 2, kJob, kGeneration);
+        describe_process(h);  // the same boot id as rank 0
+        h.pid = static_cast<uint32_t>(pid);
+        h.direct_socket = std::string(kDirectSocketPrefix) + "0000000000000000";  // where nothing listens
+        return h;
+    }
+
+    // Claims `connection` on rank 0's local socket from this process (the
+    // kernel names it, whatever the claim says); true once rank 0 answered.
+    bool claim(const Hello& rank0, const std::string& connection) {
+        const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        timeval tv{5, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        sockaddr_un address{};
+        address.sun_family = AF_UNIX;
+        std::memcpy(address.sun_path + 1, rank0.direct_socket.data(), rank0.direct_socket.size());
+        const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + rank0.direct_socket.size());
+        bool answered = false;
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&address), length) == 0) {
+            const auto bytes = encode_claim(claim_for(rank0.nonce, connection));
+            unsigned char done = 0;
+            answered = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == ssize_t(bytes.size()) &&
+                       ::recv(fd, &done, 1, 0) == 1 && done == 1;
+        }
+        ::close(fd);
+        return answered;
+    }
+
+    // Reads rank 0's data frame of the allreduce, then answers with a direct
+    // frame naming &g_canary.
+    void answer_with_canary() {
+        FrameBytes b;
+        ASSERT_TRUE(socket_->recv(b.data(), b.size()));
+        ASSERT_EQ(decode(b, 4096).kind, FrameKind::data);
+        float theirs[4];
+        ASSERT_TRUE(socket_->recv(theirs, sizeof theirs));
+        send_header(FrameHeader{FrameKind::direct, allreduce_sig(1, 4), 1, static_cast<uint32_t>(kDirectPayload)});
+        std::array<unsigned char, kDirectPayload> payload{};
+        const auto address = reinterpret_cast<uintptr_t>(&g_canary[0]);
+        const uint64_t bytes = sizeof g_canary;
+        for (int i = 0; i < 8; ++i) {
+            payload[i] = static_cast<unsigned char>(uint64_t(address) >> (8 * i));
+            payload[8 + i] = static_cast<unsigned char>(bytes >> (8 * i));
+        }
+        socket_->send(payload);
+    }
+};
+
+// The forger names the third process in its hello and proves nothing: rank
+// 0 refuses direct copies (before, it read the probe the hello pointed at in
+// the third process, and then the canary), says why, and a direct frame
+// sent anyway fails the operation without a byte of the canary.
+TEST_F(ForgedHello, APidInAHelloIsNotEnough) {
+    ThirdProcess third;
+    ASSERT_GT(third.pid(), 0);
+    start_real_rank();
+    read_hello(dial(forged(third.pid())));
+    EXPECT_EQ(agree_direct(1), 0) << "rank 0 would copy from a pid it only read in a hello";
+    answer_with_canary();
+    const Outcome& out = finish();
+    ASSERT_TRUE(out.constructed) << out.message;
+    EXPECT_EQ(out.transport, Transport::tcp);
+    EXPECT_TRUE(contains(out.describe, "\"direct_unavailable\":{\"1\":\"rank 1 (pid " + std::to_string(third.pid()) +
+                                           " by its word) did not prove"))
+        << out.describe;
+    EXPECT_FALSE(out.ok);
+    EXPECT_EQ(out.code, Errc::mismatch) << out.message;
+    EXPECT_TRUE(contains(out.message, "over TCP")) << out.message;
+    for (int i = 0; i < 4; ++i) EXPECT_LT(out.result[i], 1000.0f) << "rank 0 copied the third process's canary";
+}
+
+// The forger claims its connection: the kernel names the forger, so rank 0
+// copies from the forger's memory (its own to give), never the third
+// process's, whatever the hello said.
+TEST_F(ForgedHello, AClaimProvesTheClaimantNotTheHello) {
+    ThirdProcess third;
+    ASSERT_GT(third.pid(), 0);
+    start_real_rank();
+    const Hello rank0 = read_hello(dial(forged(third.pid())));
+    ASSERT_TRUE(claim(rank0, connection_key(rank0_, socket_->local_address())));
+    EXPECT_EQ(agree_direct(1), 1) << "rank 0 did not accept a proven claim";
+    answer_with_canary();
+    const Outcome& out = finish();
+    ASSERT_TRUE(out.ok) << out.message;
+    EXPECT_EQ(out.transport, Transport::direct_copy);
+    EXPECT_TRUE(contains(out.describe, "\"direct_unavailable\":null")) << out.describe;
+    const float from_this_process[4] = {11, 22, 33, 44};  // rank 0's 1..4 + this process's 10..40
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(out.result[i], from_this_process[i]) << "at " << i;
+}
+
+// A claim of another connection (an honest rank's claim relayed, or a
+// guess) proves nothing about this one.
+TEST_F(ForgedHello, AClaimOfAnotherConnectionProvesNothing) {
+    start_real_rank();
+    const Hello rank0 = read_hello(dial(forged(getpid())));
+    ASSERT_TRUE(claim(rank0, connection_key(rank0_, "127.0.0.1:1")));
+    EXPECT_EQ(agree_direct(1), 0);
+    FrameBytes b;
+    ASSERT_TRUE(socket_->recv(b.data(), b.size()));
+    float theirs[4];
+    ASSERT_TRUE(socket_->recv(theirs, sizeof theirs));
+    send_header(allreduce_frame());
+    const float mine[4] = {1, 1, 1, 1};
+    socket_->send(mine, sizeof mine);
+    const Outcome& out = finish();
+    ASSERT_TRUE(out.ok) << out.message;
+    EXPECT_EQ(out.transport, Transport::tcp);
+    EXPECT_TRUE(contains(out.describe, "did not prove which process")) << out.describe;
 }
 
 }  // namespace

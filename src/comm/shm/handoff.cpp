@@ -1,6 +1,8 @@
 // Passing the segment's descriptor over an abstract Unix socket.
 #include "comm/shm/handoff.hpp"
 
+#include "core/local_socket.hpp"
+
 #include <cohort/error.hpp>
 
 #include <fmt/format.h>
@@ -12,21 +14,12 @@
 
 #include <cerrno>
 #include <cstring>
-#include <random>
 #include <thread>
 
 namespace cohort::comm::shm {
 namespace {
 
 constexpr int kPollMs = 5;
-
-// The address of abstract name `name` (no leading NUL in `name`).
-socklen_t address(const std::string& name, sockaddr_un& out) {
-    std::memset(&out, 0, sizeof out);
-    out.sun_family = AF_UNIX;
-    std::memcpy(out.sun_path + 1, name.data(), name.size());  // sun_path[0] = 0: abstract
-    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-}
 
 int ms_until(Deadline deadline) {
     const auto left =
@@ -64,16 +57,10 @@ void send_descriptor(int connection, int fd) {
 }  // namespace
 
 Handoff::Handoff() {
-    std::random_device device;
-    name_ = fmt::format("cohort-{:08x}{:08x}", device(), device());
-    listener_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    sockaddr_un addr{};
-    const socklen_t length = address(name_, addr);
-    if (listener_ < 0 || bind(listener_, reinterpret_cast<sockaddr*>(&addr), length) != 0 ||
-        listen(listener_, 128) != 0) {
+    name_ = detail::random_abstract_name("cohort-");
+    listener_ = detail::listen_abstract(name_, 128);
+    if (listener_ < 0) {
         const int err = errno;
-        if (listener_ >= 0) close(listener_);
-        listener_ = -1;
         throw Error(Errc::unavailable,
                     fmt::format("cannot listen on the local socket @{} to hand out the shared-memory segment: {}",
                                 name_, std::strerror(err)));
@@ -92,10 +79,8 @@ void Handoff::serve(int fd, const std::function<bool()>& done, Deadline deadline
         for (;;) {
             const int connection = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
             if (connection < 0) break;
-            ucred peer{};
-            socklen_t size = sizeof peer;
-            if (getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0 && peer.uid == me)
-                send_descriptor(connection, fd);
+            const auto peer = detail::peer_credentials(connection);
+            if (peer && peer->uid == me) send_descriptor(connection, fd);
             close(connection);
         }
     }
@@ -103,7 +88,7 @@ void Handoff::serve(int fd, const std::function<bool()>& done, Deadline deadline
 
 int fetch_descriptor(const std::string& name, int from_rank, Deadline deadline) {
     sockaddr_un addr{};
-    const socklen_t length = address(name, addr);
+    const socklen_t length = detail::abstract_address(name, addr);
     for (;;) {
         const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (s < 0) throw Error(Errc::unavailable, fmt::format("cannot make a local socket: {}", std::strerror(errno)));

@@ -7,14 +7,13 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <fcntl.h>
 #include <random>
-#include <sys/prctl.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
 namespace cohort::comm {
 namespace {
@@ -60,8 +59,9 @@ std::vector<unsigned char> encode_hello(const Hello& h) {
     out.insert(out.end(), h.nonce.begin(), h.nonce.end());
     put<uint32_t>(out, h.pid);
     put<uint64_t>(out, h.boot);
-    put<uint64_t>(out, h.probe_address);
-    out.insert(out.end(), h.probe.begin(), h.probe.end());
+    const std::string name = h.direct_socket.substr(0, kDirectSocketBytes);
+    out.insert(out.end(), name.begin(), name.end());
+    out.insert(out.end(), kDirectSocketBytes - name.size(), 0);
     put<uint16_t>(out, static_cast<uint16_t>(h.job_id.size()));
     out.insert(out.end(), h.job_id.begin(), h.job_id.end());
     return out;
@@ -81,9 +81,9 @@ std::size_t decode_hello_fixed(const unsigned char* p, Hello& h) {
     p += kNonceBytes;
     h.pid = get<uint32_t>(p);
     h.boot = get<uint64_t>(p);
-    h.probe_address = get<uint64_t>(p);
-    std::memcpy(h.probe.data(), p, kNonceBytes);
-    p += kNonceBytes;
+    h.direct_socket.assign(reinterpret_cast<const char*>(p), kDirectSocketBytes);
+    if (const auto end = h.direct_socket.find('\0'); end != std::string::npos) h.direct_socket.resize(end);
+    p += kDirectSocketBytes;
     const auto job_length = get<uint16_t>(p);
     if (job_length > kMaxJobId)
         throw Error(Errc::peer_failed, fmt::format("a job id of {} bytes, more than {}", job_length, kMaxJobId));
@@ -146,7 +146,6 @@ std::array<unsigned char, kMacBytes> proof(const std::string& secret, const Hell
 }
 
 void describe_process(Hello& hello) {
-    static const std::array<unsigned char, kNonceBytes> probe = fresh_nonce();
     static const uint64_t boot = [] {
         std::string id = first_line("/proc/sys/kernel/random/boot_id");
         uint64_t h = 1469598103934665603ull;  // FNV-1a; 0 means unknown
@@ -155,8 +154,6 @@ void describe_process(Hello& hello) {
     }();
     hello.pid = static_cast<uint32_t>(getpid());
     hello.boot = boot;
-    hello.probe_address = reinterpret_cast<uintptr_t>(probe.data());
-    hello.probe = probe;
 }
 
 void allow_peer_reads() {
@@ -170,15 +167,6 @@ void allow_peer_reads() {
         return true;
     }();
     (void)done;
-}
-
-bool can_read(const Hello& self, const Hello& peer) {
-    if (self.boot == 0 || peer.boot != self.boot || peer.pid == 0) return false;
-    std::array<unsigned char, kNonceBytes> seen{};
-    iovec local{seen.data(), seen.size()};
-    iovec remote{reinterpret_cast<void*>(peer.probe_address), seen.size()};
-    if (process_vm_readv(static_cast<pid_t>(peer.pid), &local, 1, &remote, 1, 0) != ssize_t(seen.size())) return false;
-    return seen == peer.probe;
 }
 
 bool proofs_equal(const std::array<unsigned char, kMacBytes>& a, const std::array<unsigned char, kMacBytes>& b) {

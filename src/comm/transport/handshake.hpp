@@ -16,10 +16,13 @@ namespace cohort::comm {
 
 inline constexpr uint32_t kHelloMagic = 0x53484F43;   // "COHS"
 inline constexpr uint32_t kRefuseMagic = 0x52484F43;  // "COHR"
-inline constexpr uint16_t kProtocolVersion = 1;
+// 2: the hello names a local socket for direct copies instead of a probe
+// that anyone could quote (see direct_proof.hpp).
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr std::size_t kMaxJobId = 256;
 inline constexpr std::size_t kNonceBytes = 16;
 inline constexpr std::size_t kMacBytes = 32;
+inline constexpr std::size_t kDirectSocketBytes = 24;
 
 struct Hello {
     uint16_t version = kProtocolVersion;
@@ -28,25 +31,24 @@ struct Hello {
     uint32_t size = 0;
     uint64_t generation = 0;
     std::array<unsigned char, kNonceBytes> nonce{};
-    // For direct copies between processes of one machine: the process, its
-    // kernel's boot id, and where a per-process random value lives, which
-    // the peer reads with process_vm_readv to prove it may.
+    // For direct copies between processes of one machine: the process (its
+    // own word, for messages only), its kernel's boot id, and the abstract
+    // Unix socket where the peer proves which process it is ("" for none).
     uint32_t pid = 0;
     uint64_t boot = 0;
-    uint64_t probe_address = 0;
-    std::array<unsigned char, kNonceBytes> probe{};
+    std::string direct_socket;  // at most kDirectSocketBytes
     std::string job_id;
 };
 
-inline constexpr std::size_t kHelloFixedBytes = 4 + 2 + 2 + 4 + 4 + 8 + kNonceBytes + 4 + 8 + 8 + kNonceBytes + 2;
+// The same size as version 1's, so that a version 1 peer is refused for
+// its version rather than misread.
+inline constexpr std::size_t kHelloFixedBytes = 4 + 2 + 2 + 4 + 4 + 8 + kNonceBytes + 4 + 8 + kDirectSocketBytes + 2;
 
-// This process's pid, boot id hash and probe (the same for every call).
+// This process's pid and boot id hash (0: unknown).
 void describe_process(Hello& hello);
 // Where Yama's ptrace_scope is 1, lets any process of this user read this
 // one (PR_SET_PTRACER), as a peer rank's direct copies need; once per process.
 void allow_peer_reads();
-// True if this process can read `peer`'s probe and it holds what it said.
-bool can_read(const Hello& self, const Hello& peer);
 
 std::vector<unsigned char> encode_hello(const Hello& hello);
 // Parses the fixed part; returns the job id's length still to read.

@@ -2,14 +2,17 @@
 // the finished sockets move to the engine's io_context.
 #include "comm/transport/mesh.hpp"
 
+#include "comm/transport/direct_proof.hpp"
 #include "comm/transport/handshake.hpp"
 #include "core/cloexec.hpp"
+#include "core/local_socket.hpp"
 
 #include <cohort/error.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -17,12 +20,15 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
 #include <map>
 
 namespace cohort::comm {
 namespace asio = boost::asio;
 using asio::awaitable;
 using asio::ip::tcp;
+using local_socket = asio::local::stream_protocol::socket;
 using boost::system::error_code;
 
 namespace {
@@ -35,6 +41,15 @@ std::string endpoint_text(const tcp::endpoint& ep) {
     return fmt::format("{}:{}", ep.address().to_string(), ep.port());
 }
 
+// An end of a connection for connection_key(): an IPv4 address seen
+// through an IPv6 socket is written as IPv4, as the other end sees it.
+std::string key_text(const tcp::endpoint& ep) {
+    if (ep.address().is_v6() && ep.address().to_v6().is_v4_mapped())
+        return endpoint_text(
+            tcp::endpoint(asio::ip::make_address_v4(asio::ip::v4_mapped, ep.address().to_v6()), ep.port()));
+    return endpoint_text(ep);
+}
+
 uint32_t magic_of(const std::array<unsigned char, 4>& b) {
     return uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24;
 }
@@ -44,13 +59,15 @@ struct Transient : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-awaitable<void> read_exact(tcp::socket& s, void* data, std::size_t n) {
+template <typename Stream>
+awaitable<void> read_exact(Stream& s, void* data, std::size_t n) {
     auto [ec, got] = co_await asio::async_read(s, asio::buffer(data, n), use_tuple);
     (void)got;
     if (ec) throw Transient(ec == asio::error::eof ? "the peer closed the connection" : ec.message());
 }
 
-awaitable<void> write_all(tcp::socket& s, const void* data, std::size_t n) {
+template <typename Stream>
+awaitable<void> write_all(Stream& s, const void* data, std::size_t n) {
     auto [ec, put] = co_await asio::async_write(s, asio::buffer(data, n), use_tuple);
     (void)put;
     if (ec) throw Transient(ec.message());
@@ -76,28 +93,163 @@ awaitable<Hello> read_hello(tcp::socket& s, const std::array<unsigned char, 4>& 
     co_return hello;
 }
 
-// Both sides say whether they can read the other's memory; direct copies
-// are used only when both can.
-awaitable<bool> agree_direct(tcp::socket& s, bool enabled, const Hello& self, const Hello& peer) {
-    std::array<unsigned char, 1> mine{static_cast<unsigned char>(enabled && can_read(self, peer) ? 1 : 0)}, theirs{};
-    co_await write_all(s, mine.data(), 1);
-    co_await read_exact(s, theirs.data(), 1);
-    co_return mine[0] == 1 && theirs[0] == 1;
-}
+// What this rank's local socket learnt about one connection: the process
+// the kernel says claimed it, and why it may not be read ("" if it may).
+struct Verdict {
+    pid_t pid = 0;
+    std::string why;
+};
 
 struct MeshState {
     const MeshOptions& options;
     Hello self;
     std::vector<std::unique_ptr<tcp::socket>> sockets;  // by rank
-    std::vector<std::string> endpoints;                  // by rank, for peers
-    std::vector<Hello> hellos;                           // by rank
-    std::vector<bool> direct;                            // by rank
+    std::vector<std::string> endpoints;                 // by rank, for peers
+    std::vector<Hello> hellos;                          // by rank
+    std::vector<bool> direct;                           // by rank
+    std::vector<pid_t> pids;                            // by rank: proven, for direct copies
+    std::vector<std::string> direct_why;                // by rank: why no direct copies
+    std::map<std::string, Verdict> claims;              // by connection_key, as this rank sees it
     std::map<int, std::string> dial_errors;             // last error per lower rank
-    std::vector<std::string> refused;                    // connections this rank turned away
-    std::string fatal;                                   // a refusal that will not go away
+    std::vector<std::string> refused;                   // connections this rank turned away
+    std::string fatal;                                  // a refusal that will not go away
     Errc fatal_code = Errc::ok;
     int missing = 0;
 };
+
+// One claim on this rank's local socket: judged, recorded, answered with
+// one byte so that the claimant knows it counted before it says so on TCP.
+awaitable<void> serve_claim(MeshState& st, local_socket s) {
+    try {
+        std::array<unsigned char, kClaimFixedBytes> fixed{};
+        co_await read_exact(s, fixed.data(), fixed.size());
+        DirectClaim claim;
+        claim.connection.resize(decode_claim_fixed(fixed.data(), claim));
+        co_await read_exact(s, claim.connection.data(), claim.connection.size());
+        Verdict v;
+        const auto who = cohort::detail::peer_credentials(s.native_handle());
+        v.pid = who ? who->pid : 0;
+        v.why = judge_claim(who, claim, st.self.nonce);
+        auto [at, fresh] = st.claims.try_emplace(claim.connection, v);
+        // Two processes claiming one connection: one of them lies, and this
+        // rank cannot tell which, so it reads neither.
+        if (!fresh && at->second.pid != v.pid)
+            at->second.why = fmt::format("pids {} and {} both claimed the connection", at->second.pid, v.pid);
+        const unsigned char done = 1;
+        co_await write_all(s, &done, 1);
+    } catch (const std::exception&) {
+        // A claim cut short proves nothing; the connection it named finds no verdict.
+    }
+}
+
+awaitable<void> serve_claims(MeshState& st, asio::local::stream_protocol::acceptor& acceptor) {
+    for (;;) {
+        auto [ec] = co_await acceptor.async_wait(asio::socket_base::wait_read, use_tuple);
+        if (ec == asio::error::operation_aborted) co_return;
+        if (ec) continue;
+        for (;;) {
+            const int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0) break;
+            local_socket s(acceptor.get_executor());
+            s.assign(asio::local::stream_protocol(), fd, ec);
+            if (ec) {
+                ::close(fd);
+                continue;
+            }
+            asio::co_spawn(acceptor.get_executor(), serve_claim(st, std::move(s)), asio::detached);
+        }
+    }
+}
+
+// Claims the TCP connection `s` on `peer`'s local socket; returns why that
+// failed, or "".
+awaitable<std::string> claim(const Hello& peer, int rank, tcp::socket& s) {
+    error_code ec;
+    const auto local = s.local_endpoint(ec);
+    const auto remote = s.remote_endpoint(ec);
+    if (ec) co_return fmt::format("the connection to rank {} has no address: {}", rank, ec.message());
+    const std::string connection = connection_key(key_text(remote), key_text(local));  // as the peer sees it
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) co_return fmt::format("cannot make a local socket: {}", std::strerror(errno));
+    local_socket u(co_await asio::this_coro::executor);
+    u.assign(asio::local::stream_protocol(), fd, ec);
+    if (ec) {
+        ::close(fd);
+        co_return fmt::format("cannot use a local socket: {}", ec.message());
+    }
+    std::string name(1, '\0');  // abstract
+    name += peer.direct_socket;
+    std::tie(ec) = co_await u.async_connect(asio::local::stream_protocol::endpoint(name), use_tuple);
+    if (ec)
+        co_return fmt::format(
+            "cannot reach rank {}'s local socket @{}: {} (ranks in different network namespaces "
+            "cannot prove who they are to each other)",
+            rank, peer.direct_socket, ec.message());
+    try {
+        const auto bytes = encode_claim(claim_for(peer.nonce, connection));
+        co_await write_all(u, bytes.data(), bytes.size());
+        unsigned char done = 0;
+        co_await read_exact(u, &done, 1);
+    } catch (const Transient& e) {
+        co_return fmt::format("rank {}'s local socket @{}: {}", rank, peer.direct_socket, e.what());
+    }
+    co_return "";
+}
+
+struct DirectAgreement {
+    bool direct = false;
+    pid_t pid = 0;    // proven, when direct
+    std::string why;  // when not direct
+};
+
+// Each side proves to the other which process it is, then both say whether
+// they may read the other's memory; direct copies are used only when both
+// may.
+awaitable<DirectAgreement> agree_direct(MeshState& st, tcp::socket& s, const Hello& peer, int rank) {
+    DirectAgreement agreed;
+    const bool enabled = st.options.direct_copy && !st.self.direct_socket.empty();
+    const bool same_boot = st.self.boot != 0 && peer.boot == st.self.boot;
+    // Only a cohort claim socket: the name must not send claims to another service.
+    const bool offered = peer.direct_socket.rfind(kDirectSocketPrefix, 0) == 0;
+    std::string claimed;  // why this rank's claim failed
+    if (enabled && same_boot && offered) claimed = co_await claim(peer, rank, s);
+    // Both claims have been answered once each side has said so here.
+    std::array<unsigned char, 1> mine{1}, theirs{};
+    co_await write_all(s, mine.data(), 1);
+    co_await read_exact(s, theirs.data(), 1);
+    std::string why;
+    if (!st.options.direct_copy)
+        why = "direct copies are off on this rank (direct_copy option or COHORT_DIRECT_COPY=0)";
+    else if (st.self.direct_socket.empty())
+        why = "this rank could not listen on a local socket";
+    else if (!same_boot)
+        why = fmt::format("rank {} runs on another machine (its boot id differs, or one is unknown)", rank);
+    else if (!offered)
+        why = fmt::format("direct copies are off on rank {}", rank);
+    else {
+        error_code ec;
+        const auto local = s.local_endpoint(ec);
+        const auto remote = s.remote_endpoint(ec);
+        const auto found = ec ? st.claims.end() : st.claims.find(connection_key(key_text(local), key_text(remote)));
+        if (found == st.claims.end())
+            why = fmt::format(
+                "rank {} (pid {} by its word) did not prove which process holds its end of the "
+                "connection on this rank's local socket",
+                rank, peer.pid);
+        else if (!found->second.why.empty())
+            why = fmt::format("rank {}: {}", rank, found->second.why);
+        else
+            agreed.pid = found->second.pid;
+    }
+    mine[0] = why.empty() ? 1 : 0;
+    co_await write_all(s, mine.data(), 1);
+    co_await read_exact(s, theirs.data(), 1);
+    if (why.empty() && theirs[0] != 1)
+        why = fmt::format("rank {} may not read this rank's memory{}", rank, claimed.empty() ? "" : ": " + claimed);
+    agreed.direct = why.empty();
+    agreed.why = why;
+    co_return agreed;
+}
 
 awaitable<void> accept_one(MeshState& st, tcp::socket s) {
     const std::string from = [&] {
@@ -139,9 +291,11 @@ awaitable<void> accept_one(MeshState& st, tcp::socket s) {
             std::copy(mine.begin(), mine.end(), reply.begin() + 4);
             co_await write_all(s, reply.data(), reply.size());
         }
-        const bool direct = co_await agree_direct(s, st.options.direct_copy, st.self, peer);
+        const auto agreed = co_await agree_direct(st, s, peer, static_cast<int>(peer.rank));
         if (st.sockets[peer.rank]) co_return;  // a duplicate raced us
-        st.direct[peer.rank] = direct;
+        st.direct[peer.rank] = agreed.direct;
+        st.pids[peer.rank] = agreed.pid;
+        st.direct_why[peer.rank] = agreed.why;
         st.hellos[peer.rank] = peer;
         st.endpoints[peer.rank] = from;
         st.sockets[peer.rank] = std::make_unique<tcp::socket>(std::move(s));
@@ -210,7 +364,10 @@ awaitable<void> dial(MeshState& st, int rank, tcp::endpoint ep) {
                     co_return;
                 }
             }
-            st.direct[rank] = co_await agree_direct(s, st.options.direct_copy, st.self, peer);
+            const auto agreed = co_await agree_direct(st, s, peer, rank);
+            st.direct[rank] = agreed.direct;
+            st.pids[rank] = agreed.pid;
+            st.direct_why[rank] = agreed.why;
             st.hellos[rank] = peer;
             st.endpoints[rank] = endpoint_text(ep);
             st.sockets[rank] = std::make_unique<tcp::socket>(std::move(s));
@@ -257,11 +414,26 @@ std::vector<std::unique_ptr<Peer>> connect_mesh(asio::io_context& io, tcp::accep
     tcp::acceptor local(setup);
     const auto protocol = acceptor.local_endpoint().protocol();
     local.assign(protocol, acceptor.release());
-    MeshState st{options, {}, {}, {}, {}, {}, {}, {}, {}, Errc::ok, options.size - 1};
+    MeshState st{options, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, Errc::ok, options.size - 1};
     describe_process(st.self);
-    if (options.direct_copy) allow_peer_reads();
+    asio::local::stream_protocol::acceptor claims(setup);
+    if (options.direct_copy) {
+        allow_peer_reads();
+        const std::string name = cohort::detail::random_abstract_name(kDirectSocketPrefix);
+        const int fd = cohort::detail::listen_abstract(name, asio::socket_base::max_listen_connections);
+        error_code ec;
+        if (fd >= 0) claims.assign(asio::local::stream_protocol(), fd, ec);
+        if (fd >= 0 && !ec) {
+            st.self.direct_socket = name;
+            asio::co_spawn(setup, serve_claims(st, claims), asio::detached);
+        } else if (fd >= 0) {
+            ::close(fd);
+        }
+    }
     st.hellos.resize(options.size);
     st.direct.resize(options.size, false);
+    st.pids.resize(options.size, 0);
+    st.direct_why.resize(options.size);
     st.self.has_secret = !options.secret.empty();
     st.self.rank = static_cast<uint32_t>(options.rank);
     st.self.size = static_cast<uint32_t>(options.size);
@@ -278,6 +450,7 @@ std::vector<std::unique_ptr<Peer>> connect_mesh(asio::io_context& io, tcp::accep
     error_code ignored;
     const std::string listening = endpoint_text(local.local_endpoint(ignored));
     local.close(ignored);
+    claims.close(ignored);
     if (!st.fatal.empty()) throw Error(st.fatal_code, fmt::format("rank {}: {}", options.rank, st.fatal));
     if (st.missing > 0) {
         std::vector<std::string> lower, higher, details;
@@ -305,7 +478,8 @@ std::vector<std::unique_ptr<Peer>> connect_mesh(asio::io_context& io, tcp::accep
         peers[r] = std::make_unique<Peer>(r, std::move(moved));
         peers[r]->endpoint = st.endpoints[r];
         peers[r]->direct = st.direct[r];
-        peers[r]->pid = static_cast<pid_t>(st.hellos[r].pid);
+        peers[r]->pid = st.pids[r];
+        peers[r]->direct_unavailable = st.direct_why[r];
     }
     return peers;
 }

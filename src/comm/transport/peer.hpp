@@ -7,12 +7,12 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include <sys/types.h>
 #include <array>
 #include <cstddef>
 #include <deque>
 #include <optional>
 #include <string>
-#include <sys/types.h>
 
 namespace cohort::comm {
 
@@ -49,10 +49,12 @@ struct Peer {
     // answer completes when its ack is written.
     std::deque<FrameBytes> acks;
 
-    // Same machine, and each side proved it can read the other's memory.
+    // Same machine, and each side proved to the other which process it is
+    // (comm/transport/direct_proof.hpp) and that it can read its memory.
     bool direct = false;
-    pid_t pid = 0;
-    std::string send_error;  // a failed send, reported once the reader saw why
+    pid_t pid = 0;                   // the kernel's word (SO_PEERCRED), never the hello's
+    std::string direct_unavailable;  // why not direct, for describe()
+    std::string send_error;          // a failed send, reported once the reader saw why
 
     // Set once the peer said goodbye (left = true) or the connection broke.
     bool gone = false;
