@@ -48,6 +48,13 @@ struct COHORT_API CoordinatorOptions {
     // Raise the process's soft open-file limit (RLIMIT_NOFILE) to its hard
     // limit when the server starts, before max_connections is derived.
     bool raise_fd_limit = true;
+    // Retries (docs/coordinator.md, "Retries"): the first answer to a
+    // request that carries an Idempotency-Key is kept for idempotency_window
+    // (at most idempotency_keys keys, the oldest forgotten first), and a
+    // retry with the same key gets that answer instead of applying the
+    // change again. 0 for either: nothing is kept.
+    std::chrono::milliseconds idempotency_window{std::chrono::minutes(10)};
+    std::size_t idempotency_keys = 10000;
     // Seconds on a clock that survives restarts; Unix time by default. Tests
     // inject their own to make time pass.
     std::function<double()> clock;
