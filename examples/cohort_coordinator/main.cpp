@@ -28,6 +28,7 @@ constexpr const char* kHelp = R"help(usage: cohort-coordinator [--host HOST] [--
                           [--idle-timeout SECONDS]
                           [--crowded-idle-timeout SECONDS] [--keep-fd-limit]
                           [--max-members N]
+                          [--idempotency-window SECONDS] [--idempotency-keys N]
 
 Serves the elastic coordinator (docs/coordinator.md): training jobs'
 rendezvous, heartbeats, key-value store and dataset shards, over HTTP/1.1 +
@@ -58,6 +59,12 @@ options:
       --crowded-idle-timeout SECONDS
                          the same once more than four fifths of
                          --max-connections are open (default 2)
+      --idempotency-window SECONDS
+                         answer a retry that carries the Idempotency-Key of
+                         a request answered this recently with that answer,
+                         instead of applying it again (default 600)
+      --idempotency-keys N
+                         the most keys kept for that (default 10000)
       --keep-fd-limit    do not raise the soft open-file limit to the hard
                          limit at start
       --max-members N    members held across all jobs (failed and departed
@@ -151,6 +158,10 @@ std::optional<cohort::CoordinatorOptions> parse_options(int argc, char** argv) {
             crowded_given = true;
         } else if (arg == "--max-members") {
             options.max_members = count_or_zero(arg, args.value());
+        } else if (arg == "--idempotency-window") {
+            options.idempotency_window = positive_seconds(arg, args.value());
+        } else if (arg == "--idempotency-keys") {
+            options.idempotency_keys = positive_count(arg, args.value());
         } else if (arg == "--keep-fd-limit") {
             options.raise_fd_limit = false;
         } else if (arg.starts_with("-")) {

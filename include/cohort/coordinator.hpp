@@ -53,6 +53,13 @@ struct COHORT_API CoordinatorOptions {
     // refused with 503 (Error(unavailable)) naming the cap. A member joining
     // again is not counted twice. 0: no cap.
     std::size_t max_members = 100000;
+    // Retries (docs/coordinator.md, "Retries"): the first answer to a
+    // request that carries an Idempotency-Key is kept for idempotency_window
+    // (at most idempotency_keys keys, the oldest forgotten first), and a
+    // retry with the same key gets that answer instead of applying the
+    // change again. 0 for either: nothing is kept.
+    std::chrono::milliseconds idempotency_window{std::chrono::minutes(10)};
+    std::size_t idempotency_keys = 10000;
     // Seconds on a clock that survives restarts; Unix time by default. Tests
     // inject their own to make time pass.
     std::function<double()> clock;

@@ -30,7 +30,10 @@ struct COHORT_API CoordinatorClientOptions {
     std::chrono::milliseconds request_timeout{std::chrono::seconds(10)};
     // Connection failures and 5xx answers are retried with exponential
     // backoff (and jitter) until this much time has passed since the call
-    // began; 4xx answers never are. Zero: one attempt only.
+    // began; 4xx answers never are. Zero: one attempt only. Each change but
+    // a heartbeat sends one Idempotency-Key on all its attempts, so a change
+    // whose answer was lost is not made twice (docs/coordinator.md,
+    // "Retries").
     std::chrono::milliseconds retry_deadline{std::chrono::seconds(30)};
     std::chrono::milliseconds initial_backoff{std::chrono::milliseconds(50)};
     std::chrono::milliseconds max_backoff{std::chrono::seconds(2)};

@@ -24,6 +24,11 @@ folder and talks plain HTTP to it (urllib). Cases:
             the file and what to do; put back, everything is there
   private   under umask 0 the data directory is 0700 and every file in it
             (lock, journal, snapshot, manifest) 0600
+  keys      a store add sent again with its Idempotency-Key is answered
+            with the first answer and not applied; after kill -9 and a
+            restart the key is forgotten (keys are not journaled:
+            docs/coordinator.md, "Retries") and the add applies again, as
+            it does once --idempotency-window has passed
 
     coordinator_restart.py --coordinator PATH CASE [CASE...]
 
@@ -59,11 +64,11 @@ class Coordinator:
 
     children = []  # every process started, for the watchdog
 
-    def __init__(self, exe, data_dir, port, workdir, name):
+    def __init__(self, exe, data_dir, port, workdir, name, extra=()):
         self.stderr_path = os.path.join(workdir, name + ".stderr")
         self.stderr_file = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
-            [exe, "--port", str(port), "--data-dir", data_dir],
+            [exe, "--port", str(port), "--data-dir", data_dir, *extra],
             stdout=subprocess.PIPE, stderr=self.stderr_file)
         Coordinator.children.append(self.proc)
         self.url = None
@@ -91,8 +96,8 @@ class Coordinator:
         return self.proc.wait(timeout=20)
 
 
-def start(exe, data_dir, port, workdir, name):
-    c = Coordinator(exe, data_dir, port, workdir, name)
+def start(exe, data_dir, port, workdir, name, extra=()):
+    c = Coordinator(exe, data_dir, port, workdir, name, extra)
     url = c.started()
     check(url is not None, f"{name}: the coordinator did not start (exit {c.proc.returncode}): {c.stderr()}")
     return c
@@ -362,8 +367,38 @@ def case_private(exe, workdir):
     print(f"private: ok ({len(modes)} files 0600, the directory 0700)", flush=True)
 
 
+def case_keys(exe, workdir):
+    data = os.path.join(workdir, "data")
+    port = free_port()
+    window = ["--idempotency-window", "1", "--idempotency-keys", "100"]
+    a = start(exe, data, port, workdir, "first", window)
+    ok(a.url, "POST", "/v1/jobs", {"name": "k", "settings": {"min_nodes": 1, "max_nodes": 1, "last_call": 0}})
+    generation = ok(a.url, "POST", "/v1/jobs/k/join", {"id": "a", "host": "h"})["generation"]
+    path = f"/v1/jobs/k/store/{generation}/n/add"
+
+    def add(url, key):
+        status, answer = request(url, "POST", path, {"delta": 2}, headers={"Idempotency-Key": key})
+        check(status == 200, f"add with key {key}: {status} {answer}")
+        return answer["value"]
+
+    check(add(a.url, "first") == 2, "the first add")
+    check(add(a.url, "first") == 2, "the same key again: answered from memory, not applied")
+    a.kill9()
+    b = start(exe, data, port, workdir, "restarted", window)
+    check(add(b.url, "first") == 4, "after a restart the key is forgotten: applied again")
+    time.sleep(1.2)
+    check(add(b.url, "first") == 6, "past --idempotency-window the key is forgotten: applied again")
+    check(add(b.url, "first") == 6, "and remembered again")
+    metrics = request(b.url, "GET", "/metrics")[1].decode()
+    check("cohort_coordinator_idempotent_replays_total 1\n" in metrics, "one replay counted in /metrics")
+    status, answer = request(b.url, "POST", path, {"delta": 3}, headers={"Idempotency-Key": "first"})
+    check(status == 422 and answer.get("error") == "idempotency_key_reused", f"key reused: {status} {answer}")
+    check(b.terminate() == 0, "SIGTERM")
+    print("keys: ok (a retry answered from memory; forgotten by a restart and by the window)", flush=True)
+
+
 CASES = {"restart": case_restart, "lock": case_lock, "torn": case_torn, "corrupt": case_corrupt,
-         "lost": case_lost, "private": case_private}
+         "lost": case_lost, "private": case_private, "keys": case_keys}
 
 
 def run_case(exe, name):

@@ -108,7 +108,7 @@ std::string duration_text(std::chrono::milliseconds d) {
 CoordinatorClientOptions::CoordinatorClientOptions() : token(env_or_empty("COHORT_COORDINATOR_TOKEN")) {}
 
 HttpReply CoordinatorClient::Impl::call(std::string_view method, const std::string& target, std::string_view body,
-                                        std::string_view content_type, std::chrono::milliseconds wait) {
+                                        std::string_view content_type, std::chrono::milliseconds wait, bool keyed) {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     const auto deadline = start + options.retry_deadline;
@@ -116,11 +116,15 @@ HttpReply CoordinatorClient::Impl::call(std::string_view method, const std::stri
     thread_local std::minstd_rand jitter(std::random_device{}());
     std::string last_error;
     int attempts = 0;
+    // One key for the call, sent on every attempt: the coordinator answers
+    // a retry of a change it already made with its first answer instead of
+    // making it again. Reads need none.
+    const std::string key = method == "GET" || !keyed ? std::string() : new_idempotency_key();
     for (;;) {
         ++attempts;
         std::optional<HttpReply> reply;
         try {
-            reply = pool.perform(method, target, body, content_type, options.request_timeout + wait);
+            reply = pool.perform(method, target, body, content_type, options.request_timeout + wait, key);
         } catch (const TransportError& e) {
             last_error = e.what();
         }
@@ -146,9 +150,9 @@ HttpReply CoordinatorClient::Impl::call(std::string_view method, const std::stri
 }
 
 json::value CoordinatorClient::Impl::call_json(std::string_view method, const std::string& target,
-                                               const json::value* body) {
+                                               const json::value* body, bool keyed) {
     const std::string text = body != nullptr ? json::serialize(*body) : std::string();
-    const HttpReply reply = call(method, target, text, body != nullptr ? "application/json" : "");
+    const HttpReply reply = call(method, target, text, body != nullptr ? "application/json" : "", {}, keyed);
     boost::system::error_code ec;
     json::value v = json::parse(reply.body, ec);
     if (ec) {
@@ -254,7 +258,12 @@ HeartbeatReply CoordinatorClient::heartbeat(std::string_view job, std::string_vi
                                             const std::optional<HeartbeatMetrics>& metrics) {
     const json::value b =
         coord::protocol::write(coord::protocol::HeartbeatRequest{std::string(member), generation, metrics});
-    return coord::protocol::read<HeartbeatReply>(impl_->call_json("POST", job_path(job) + "/heartbeat", &b),
+    // Not keyed: heartbeats are most of a large job's requests (10,000
+    // members at the default 1 s are 10,000 a second) and would push the
+    // keys of joins and store calls out of the coordinator's table; one
+    // applied twice records the member's time again, and at worst counts a
+    // batch of step samples twice in the health window.
+    return coord::protocol::read<HeartbeatReply>(impl_->call_json("POST", job_path(job) + "/heartbeat", &b, false),
                                                  "coordinator reply to heartbeat", coord::protocol::kReply);
 }
 
@@ -278,7 +287,7 @@ MemberWorld CoordinatorClient::world(std::string_view job, std::string_view memb
 }
 
 MemberWorld CoordinatorClient::wait_for_world(std::string_view job, std::string_view member,
-                                        std::chrono::milliseconds timeout) {
+                                              std::chrono::milliseconds timeout) {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     const auto deadline = start + std::max(timeout, std::chrono::milliseconds::zero());

@@ -22,13 +22,16 @@ struct CoordinatorClient::Impl {
 
     // One request, retried through connection failures and 5xx answers until
     // options.retry_deadline; `wait` is how long the server may park it. A
-    // 4xx (or a 5xx past the deadline) throws the mapped Error.
+    // 4xx (or a 5xx past the deadline) throws the mapped Error. Unless it is
+    // a GET or `keyed` is false, every attempt carries the same
+    // Idempotency-Key, so a retry of a change the server made is not made
+    // again.
     coord::client::HttpReply call(std::string_view method, const std::string& target, std::string_view body = {},
                                   std::string_view content_type = "application/json",
-                                  std::chrono::milliseconds wait = {});
+                                  std::chrono::milliseconds wait = {}, bool keyed = true);
     // call() and the body parsed as a JSON object.
     boost::json::value call_json(std::string_view method, const std::string& target,
-                                 const boost::json::value* body = nullptr);
+                                 const boost::json::value* body = nullptr, bool keyed = true);
 
     std::string url;
     CoordinatorClientOptions options;

@@ -101,7 +101,8 @@ void CoordinatorClient::store_wait(std::string_view job, uint64_t generation, st
         const std::string text = json::serialize(coord::protocol::write(coord::protocol::StoreWaitRequest{
             std::vector<std::string>(keys.begin(), keys.end()), static_cast<uint64_t>(wait.count())}));
         try {
-            impl_->call("POST", store_path(job, generation) + "/wait", text, "application/json", wait);
+            // Not keyed: a wait changes nothing, and a parked one keeps no answer.
+            impl_->call("POST", store_path(job, generation) + "/wait", text, "application/json", wait, false);
             return;
         } catch (const Error& e) {
             if (e.code() != Errc::timeout || wait < kMaxParked || left <= kMaxParked) throw;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -71,6 +72,17 @@ std::string percent_encode(std::string_view text) {
     return out;
 }
 
+std::string new_idempotency_key() {
+    // Seeded once per thread from the OS: keys from different processes and
+    // threads do not collide, which a shared seed could not promise.
+    thread_local std::mt19937_64 bits([] {
+        std::random_device device;
+        std::seed_seq seed{device(), device(), device(), device(), device(), device(), device(), device()};
+        return std::mt19937_64(seed);
+    }());
+    return fmt::format("{:016x}{:016x}", bits(), bits());
+}
+
 HttpPool::HttpPool(std::string base_url, std::string token) : base_url_(std::move(base_url)) {
     global_init();
     if (!token.empty()) authorization_ = "Authorization: Bearer " + token;
@@ -100,7 +112,8 @@ void HttpPool::give(void* handle) {
 }
 
 HttpReply HttpPool::perform(std::string_view method, const std::string& target, std::string_view body,
-                            std::string_view content_type, std::chrono::milliseconds timeout) {
+                            std::string_view content_type, std::chrono::milliseconds timeout,
+                            std::string_view idempotency_key) {
     CURL* h = static_cast<CURL*>(take());
     // Back to the pool however this ends: the handle keeps its connection.
     struct Return {
@@ -116,6 +129,7 @@ HttpReply HttpPool::perform(std::string_view method, const std::string& target, 
     HeaderList headers;
     if (!authorization_.empty()) headers.add(authorization_);
     if (!content_type.empty()) headers.add("Content-Type: " + std::string(content_type));
+    if (!idempotency_key.empty()) headers.add("Idempotency-Key: " + std::string(idempotency_key));
     headers.add("Expect:");  // no 100-continue round trip for PUT bodies
 
     const long timeout_ms = static_cast<long>(std::clamp<int64_t>(timeout.count(), 1, int64_t(24) * 3600 * 1000));

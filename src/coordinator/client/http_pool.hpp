@@ -37,10 +37,12 @@ public:
     HttpPool& operator=(const HttpPool&) = delete;
     ~HttpPool();
 
-    // One exchange bounded by `timeout`; `target` is the path and query.
+    // One exchange bounded by `timeout`; `target` is the path and query;
+    // `idempotency_key`, when not empty, goes in the Idempotency-Key header.
     // Throws TransportError when no HTTP answer came back.
     HttpReply perform(std::string_view method, const std::string& target, std::string_view body,
-                      std::string_view content_type, std::chrono::milliseconds timeout);
+                      std::string_view content_type, std::chrono::milliseconds timeout,
+                      std::string_view idempotency_key = {});
 
 private:
     void* take();
@@ -51,6 +53,10 @@ private:
     std::mutex mutex_;
     std::vector<void*> idle_;  // CURL*
 };
+
+// A fresh random key for one call's Idempotency-Key: 128 bits as 32 hex
+// digits.
+std::string new_idempotency_key();
 
 // Path segment escaping: everything but A-Z a-z 0-9 - . _ ~ becomes %XX.
 std::string percent_encode(std::string_view text);

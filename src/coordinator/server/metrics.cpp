@@ -84,7 +84,8 @@ std::string Coordinator::Impl::prometheus() const {
     }
     header(out, "cohort_coordinator_member_straggler", "gauge",
            "1 for a member whose straggler score has stayed under the threshold for straggler_for.");
-    header(out, "cohort_coordinator_member_hung", "gauge", "1 for a member whose step has not advanced for hang_timeout.");
+    header(out, "cohort_coordinator_member_hung", "gauge",
+           "1 for a member whose step has not advanced for hang_timeout.");
     for (const auto& m : jobs) {
         for (const auto& n : m.nodes) {
             if (n.straggler) {
@@ -140,6 +141,12 @@ std::string Coordinator::Impl::prometheus() const {
     std::size_t waiting = 0;
     for (const auto& [job, list] : parked) waiting += list.reads.size();
     out += fmt::format("cohort_coordinator_parked_requests {}\n", waiting);
+    header(out, "cohort_coordinator_idempotent_replays_total", "counter",
+           "Retries answered with the first answer to their Idempotency-Key instead of being applied again.");
+    out += fmt::format("cohort_coordinator_idempotent_replays_total {}\n", replayed);
+    header(out, "cohort_coordinator_idempotency_keys", "gauge",
+           "Idempotency keys whose first answers are kept (at most idempotency_keys, for idempotency_window).");
+    out += fmt::format("cohort_coordinator_idempotency_keys {}\n", answered.size());
     if (durable) {
         const coord::JournalStats journal = durable->stats();
         header(out, "cohort_coordinator_journal_seq", "gauge", "The newest journaled event's sequence number.");

@@ -151,7 +151,8 @@ Coordinator::Impl::Impl(CoordinatorOptions opts)
       lock(options.data_dir),
       durable(open_journal(options.data_dir)),
       state(durable ? durable->state() : memory_state),
-      gate(connection_limits(options)) {
+      gate(connection_limits(options)),
+      answered({options.idempotency_window, options.idempotency_keys}) {
     state.set_max_members(options.max_members);
     if (durable) {
         // The outage is nobody's silence: heartbeat and lease clocks start
@@ -309,6 +310,9 @@ void Coordinator::Impl::on_durable(uint64_t seq, std::exception_ptr failure) {
             journal_failure = e.what();
         }
         std::fprintf(stderr, "cohort-coordinator: journal: %s\n", journal_failure.c_str());
+        // The answers kept may be of changes that never became durable: a
+        // retry must not be told they were made.
+        answered.clear();
         // Not durable, so not acknowledged: the clients retry.
         const Error refused(Errc::unavailable, fmt::format("the coordinator cannot save changes: {}", journal_failure));
         for (auto& h : std::exchange(held, {})) h.session->send(coord::server::error_response(refused));

@@ -9,6 +9,7 @@
 #include "coordinator/journal/durable_state.hpp"
 #include "coordinator/server/connection_gate.hpp"
 #include "coordinator/server/http_reply.hpp"
+#include "coordinator/server/idempotency.hpp"
 #include "coordinator/server/latency.hpp"
 #include "coordinator/server/target.hpp"
 #include "coordinator/state/state.hpp"
@@ -158,6 +159,10 @@ struct Coordinator::Impl {
     std::map<std::string, coord::server::WorldCache, std::less<>> worlds;  // by job
     coord::server::LatencyHistogram heartbeat_latency;
     std::array<uint64_t, 6> responses{};  // by status class: 1xx..5xx, [0] unused
+    // First answers by Idempotency-Key (idempotency.cpp), and how many
+    // retries they answered.
+    coord::server::IdempotencyTable answered;
+    uint64_t replayed = 0;
 
     double now() const;
     void bind();
@@ -193,6 +198,11 @@ struct Coordinator::Impl {
     // On the io thread, from the journal's writer: `seq` is durable, or the
     // journal failed and the held answers become 503s.
     void on_durable(uint64_t seq, std::exception_ptr failure);
+
+    // idempotency_routes.cpp: route() for a request with an
+    // Idempotency-Key: its first answer again when the key was seen, else
+    // route()'s answer, remembered. Without a key it is route().
+    std::optional<Response> route_once(const std::shared_ptr<HttpSession>& session, const Request& request);
 
     // routes.cpp: the answer now, or nothing when the request was parked
     // (the session gets its answer later).

@@ -60,7 +60,7 @@ void HttpSession::on_read(beast::error_code ec) {
     keep_alive_ = request.keep_alive();
     std::optional<Response> response;
     try {
-        response = server_.route(shared_from_this(), request);
+        response = server_.route_once(shared_from_this(), request);
     } catch (const Error& e) {
         response = error_response(e);
     } catch (const std::exception& e) {
