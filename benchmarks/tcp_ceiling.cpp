@@ -52,7 +52,12 @@ struct Options {
 std::size_t parse_size(std::string_view text) {
     std::size_t end = 0;
     const std::string s(text);
-    const unsigned long long value = std::stoull(s, &end);
+    unsigned long long value = 0;
+    try {
+        value = std::stoull(s, &end);
+    } catch (const std::exception&) {
+        throw std::invalid_argument("bad size '" + s + "': use bytes or a K, M or G suffix (64M)");
+    }
     const std::string_view unit = text.substr(end);
     if (unit.empty()) return value;
     if (unit == "K") return value << 10;
