@@ -7,6 +7,7 @@
 //       --mca mpi_yield_when_idle 1 build/benchmarks/bench_allreduce
 //       [--sizes 1K,4K,...,256M] [--iters auto|N] [--seconds 0.5]
 //       [--dtype float32|float64] [--mem-bytes 256M] [--label TEXT] [--json FILE]
+//       [--iface eth0] [--socket-buffer 4M] [--max-frame 4M]
 //
 // benchmarks/run_allreduce.sh runs it at 2 and 4 ranks with those flags.
 // Every rank takes its rank and size from MPI. For each size and library:
@@ -73,6 +74,13 @@ struct Options {
     std::size_t mem_bytes = std::size_t(256) << 20;  // 0: no memory-bandwidth limit
     std::string label;
     std::string json;
+    // The interface Gloo and cohort connect over; empty: loopback. Across
+    // emulated hosts (run_hosts_allreduce.py) it is eth0.
+    std::string iface;
+    // cohort's CommOptions::socket_buffer and max_frame, for measuring them;
+    // unset: the library's defaults.
+    std::optional<std::size_t> socket_buffer;
+    std::optional<std::size_t> max_frame;
 };
 
 // "1K" = 1024, "4M", "1G", or bytes.
@@ -123,7 +131,13 @@ Options parse_options(int argc, char** argv) {
             if (i + 1 == argc) throw std::invalid_argument(std::string(arg) + " needs a value");
             return argv[++i];
         };
-        if (arg == "--sizes") {
+        if (arg == "--iface") {
+            options.iface = value();
+        } else if (arg == "--socket-buffer") {
+            options.socket_buffer = parse_size(value());
+        } else if (arg == "--max-frame") {
+            options.max_frame = parse_size(value());
+        } else if (arg == "--sizes") {
             options.sizes = parse_sizes(value());
         } else if (arg == "--iters") {
             const std::string v(value());
@@ -233,10 +247,11 @@ public:
                     options_.dtype.c_str());
         if (!transports.empty()) std::printf("cohort transports (rank 0): %s\n", transports.c_str());
         if (memory_)
-            std::printf("memory: memcpy %.2f GB/s per rank (%d concurrent), read %.2f GB/s per rank; %s buffers, "
-                        "best of %d; limit = t_min / time, t_min = size / memcpy rate\n",
-                        memory_->memcpy_gbps, memory_->ranks, memory_->read_gbps,
-                        format_size(memory_->bytes).c_str(), memory_->repeats);
+            std::printf(
+                "memory: memcpy %.2f GB/s per rank (%d concurrent), read %.2f GB/s per rank; %s buffers, "
+                "best of %d; limit = t_min / time, t_min = size / memcpy rate\n",
+                memory_->memcpy_gbps, memory_->ranks, memory_->read_gbps, format_size(memory_->bytes).c_str(),
+                memory_->repeats);
         std::printf("%9s  %-7s %-14s %7s %12s %9s %9s %14s %8s %6s\n", "size", "library", "algorithm", "iters",
                     "time (us)", "algbw", "busbw", "busbw/anchor", "time/MPI", "limit");
     }
@@ -401,7 +416,7 @@ int run(int argc, char** argv, int rank, int size) {
             std::fprintf(stderr,
                          "usage: mpirun -np N ... bench_allreduce [--sizes 1K,4K,...,256M] [--iters auto|N] "
                          "[--seconds 0.5] [--dtype float32|float64] [--mem-bytes 256M|0] [--label TEXT] "
-                         "[--json FILE]\n");
+                         "[--json FILE] [--iface NAME] [--socket-buffer BYTES] [--max-frame BYTES]\n");
         }
         return 2;
     }
@@ -431,6 +446,10 @@ int run(int argc, char** argv, int rank, int size) {
     if (dir[0] == '\0') throw std::runtime_error("cannot make a temporary folder for the rendezvous");
 
     gloo::transport::tcp::attr attr("127.0.0.1");
+    if (!options.iface.empty()) {
+        attr.hostname.clear();
+        attr.iface = options.iface;
+    }
     auto device = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::FileStore gloo_store(std::string(dir) + "/gloo");
     auto gloo_context = std::make_shared<gloo::rendezvous::Context>(rank, size);
@@ -444,7 +463,10 @@ int run(int argc, char** argv, int rank, int size) {
     comm_options.rank = rank;
     comm_options.size = size;
     comm_options.store_url = std::string("file://") + dir + "/cohort";
-    comm_options.address = "127.0.0.1";
+    comm_options.address = options.iface.empty() ? "127.0.0.1" : "";
+    comm_options.ifname = options.iface;
+    if (options.socket_buffer) comm_options.socket_buffer = *options.socket_buffer;
+    if (options.max_frame) comm_options.max_frame = *options.max_frame;
     comm_options.job_id = "bench_allreduce";
     comm_options.timeout = std::chrono::seconds(300);
     Communicator comm(comm_options);

@@ -77,6 +77,10 @@ def parse_args():
     p.add_argument("--pids-file", help="lines 'RANK HOST_PID' the launcher writes once every rank started")
     p.add_argument("--shm-marker", help="a file the launcher made in /dev/shm: seeing it shows /dev/shm is shared")
     p.add_argument("--json", help="rank 0 writes the rows there")
+    p.add_argument("--master", default="127.0.0.1",
+                   help="rank 0's address, where both rendezvous listen (run_hosts_allreduce.py: host0's)")
+    p.add_argument("--address", default="127.0.0.1",
+                   help="this rank's address for cohort's connections (an emulated host's eth0)")
     args = p.parse_args()
     for n in args.sizes:
         if n <= 0 or n % 4:
@@ -214,7 +218,7 @@ def main():
     started = time.monotonic()
     report_isolation(args)
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.gloo_port}", rank=args.rank,
+    dist.init_process_group("gloo", init_method=f"tcp://{args.master}:{args.gloo_port}", rank=args.rank,
                             world_size=args.size, timeout=datetime.timedelta(seconds=120))
     extra = {}
     if args.shm_size is not None:
@@ -222,8 +226,8 @@ def main():
             extra["shm_size"] = args.shm_size
         else:
             say(args.rank, "--shm-size ignored: this binding's Communicator has no shm_size=")
-    comm = cohort.Communicator(args.rank, args.size, store=f"tcp://127.0.0.1:{args.cohort_port}",
-                               address="127.0.0.1", timeout=120, connect_timeout=60,
+    comm = cohort.Communicator(args.rank, args.size, store=f"tcp://{args.master}:{args.cohort_port}",
+                               address=args.address, timeout=120, connect_timeout=60,
                                job_id="bench_container", **extra)
     describe_cohort(args.rank, comm)
     dist.barrier()

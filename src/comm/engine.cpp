@@ -82,8 +82,8 @@ void Engine::take_abort() {
         std::lock_guard lock(reason_mutex_);
         reason = abort_reason_;
     }
-    fail(Errc::closed, fmt::format("{} on rank {}: aborted: {}", in_op_ ? describe(op_) : "the communicator", rank_,
-                                   reason));
+    fail(Errc::closed,
+         fmt::format("{} on rank {}: aborted: {}", in_op_ ? describe(op_) : "the communicator", rank_, reason));
 }
 
 void Engine::run(std::initializer_list<Transfer> transfers) {
@@ -134,8 +134,8 @@ void Engine::run(std::span<Transfer> transfers) {
         if (io_->run_one_until(deadline_) == 0) {
             if (io_->stopped()) io_->restart();
             if (Clock::now() >= deadline_)
-                fail(Errc::timeout, fmt::format("{} timed out on rank {} after {} waiting for {}", describe(op_),
-                                                rank_, fmt::format("{:g} s", timeout_.count() / 1000.0), waiting_on()));
+                fail(Errc::timeout, fmt::format("{} timed out on rank {} after {} waiting for {}", describe(op_), rank_,
+                                                fmt::format("{:g} s", timeout_.count() / 1000.0), waiting_on()));
         }
     }
     if (failed_) break_and_throw();
@@ -143,9 +143,8 @@ void Engine::run(std::span<Transfer> transfers) {
 
 void Engine::fail_gone(int rank) {
     const Peer& peer = *peers_.at(rank);
-    fail(peer.left ? Errc::closed : Errc::peer_failed,
-         fmt::format("{} on rank {}: rank {} ({}) {}", describe(op_), rank_, peer.rank, peer.endpoint,
-                     peer.gone_reason));
+    fail(peer.left ? Errc::closed : Errc::peer_failed, fmt::format("{} on rank {}: rank {} ({}) {}", describe(op_),
+                                                                   rank_, peer.rank, peer.endpoint, peer.gone_reason));
     break_and_throw();
 }
 
@@ -164,10 +163,10 @@ void Engine::check(const std::function<std::string()>& waiting_on, const std::fu
                      fmt::format("{} on rank {} does not match rank {}: {}", describe(op_), rank_, peer->rank, why));
         }
         if (!failed_ && Clock::now() >= deadline_)
-            fail(Errc::timeout, fmt::format("{} timed out on rank {} after {} waiting for {}; a rank that never called "
-                                            "this operation, or a hung or dead one, is the usual cause",
-                                            describe(op_), rank_, fmt::format("{:g} s", timeout_.count() / 1000.0),
-                                            waiting_on()));
+            fail(Errc::timeout,
+                 fmt::format("{} timed out on rank {} after {} waiting for {}; a rank that never called "
+                             "this operation, or a hung or dead one, is the usual cause",
+                             describe(op_), rank_, fmt::format("{:g} s", timeout_.count() / 1000.0), waiting_on()));
     }
     if (failed_ && !(arrived && arrived())) break_and_throw();
 }
@@ -184,6 +183,9 @@ namespace {
 constexpr std::size_t kDirectMinimum = std::size_t(64) << 10;
 // Copied and reduced piece by piece so the reduction reads from cache.
 constexpr std::size_t kDirectChunk = std::size_t(512) << 10;
+// A TCP receive that reduces is read and reduced in pieces of this size: a
+// multiple of every element size, small enough to stay in L2.
+constexpr std::size_t kReducePiece = std::size_t(128) << 10;
 
 void put64(unsigned char* at, uint64_t value) {
     for (int i = 0; i < 8; ++i) at[i] = static_cast<unsigned char>(value >> (8 * i));
@@ -388,9 +390,15 @@ void Engine::on_header(Peer& peer) {
         return;
     }
     switch (header.kind) {
-        case FrameKind::abort: read_abort(peer, header); return;
-        case FrameKind::goodbye: peer_gone(peer, false, "closed its communicator"); return;
-        case FrameKind::ack: on_ack(peer, header); return;
+        case FrameKind::abort:
+            read_abort(peer, header);
+            return;
+        case FrameKind::goodbye:
+            peer_gone(peer, false, "closed its communicator");
+            return;
+        case FrameKind::ack:
+            on_ack(peer, header);
+            return;
         case FrameKind::direct:
         case FrameKind::data:
             if (peer.recv == nullptr) {
@@ -406,16 +414,16 @@ void Engine::read_payload(Peer& peer, const FrameHeader& header) {
     if (failed_) return;
     Transfer& t = *peer.recv;
     if (const std::string why = mismatch(op_, header.op); !why.empty()) {
-        fail(Errc::mismatch, fmt::format("{} on rank {} does not match rank {}: {}", describe(op_), rank_,
-                                         peer.rank, why));
+        fail(Errc::mismatch,
+             fmt::format("{} on rank {} does not match rank {}: {}", describe(op_), rank_, peer.rank, why));
         return;
     }
     if (header.kind == FrameKind::direct) {
         if (header.tag != t.tag || !peer.direct) {
-            fail(Errc::mismatch, fmt::format("{} on rank {} does not match rank {}: it offered step {} for a direct "
-                                             "copy, this rank expected step {}{}",
-                                             describe(op_), rank_, peer.rank, header.tag, t.tag,
-                                             peer.direct ? "" : " over TCP"));
+            fail(Errc::mismatch,
+                 fmt::format("{} on rank {} does not match rank {}: it offered step {} for a direct "
+                             "copy, this rank expected step {}{}",
+                             describe(op_), rank_, peer.rank, header.tag, t.tag, peer.direct ? "" : " over TCP"));
             return;
         }
         read_direct(peer);
@@ -429,54 +437,75 @@ void Engine::read_payload(Peer& peer, const FrameHeader& header) {
                          describe(op_), rank_, peer.rank, header.tag, header.length, t.tag, expected));
         return;
     }
-    auto done = [this, p = &peer, length = expected](const error_code& ec, std::size_t) {
-        if (ec == asio::error::operation_aborted || p->recv == nullptr) return;
-        if (ec) {
-            peer_gone(*p, true, !p->send_error.empty() ? p->send_error
-                                                       : fmt::format("connection failed in the middle of a frame: {}",
-                                                                     ec.message()));
-            return;
-        }
-        Transfer& cur = *p->recv;
-        if (cur.on_chunk && length > 0) cur.on_chunk(p->recv_done, length);
-        p->recv_done += length;
-        ++p->recv_frames;
-        if (p->recv_done == cur.bytes) {
-            p->recv = nullptr;
+    if (expected == 0) {
+        ++peer.recv_frames;
+        if (peer.recv_done == t.bytes) {
+            peer.recv = nullptr;
             finish_transfer();
         }
-        post_header_read(*p);
-    };
-    if (expected == 0) {
-        done(error_code{}, 0);
+        post_header_read(peer);
         return;
     }
+    read_piece(peer, peer.recv_done + expected);
+}
+
+// Reads the current frame up to `frame_end` (an offset in the transfer). A
+// receive that reduces takes it in pieces of kReducePiece, handing each to
+// on_chunk as it lands: the reduction of one piece then overlaps the
+// arrival of the next, and reads from cache, where a whole frame (up to
+// max_frame) would be reduced only after its last byte. The frames on the
+// wire are the same either way.
+void Engine::read_piece(Peer& peer, std::size_t frame_end) {
+    Transfer& t = *peer.recv;
+    const std::size_t length =
+        t.on_chunk ? std::min(kReducePiece, frame_end - peer.recv_done) : frame_end - peer.recv_done;
     ++peer.reads;
-    asio::async_read(peer.socket, asio::buffer(t.data + peer.recv_done, expected),
-                     [p = &peer, done = std::move(done)](const error_code& ec, std::size_t n) mutable {
+    asio::async_read(peer.socket, asio::buffer(t.data + peer.recv_done, length),
+                     [this, p = &peer, length, frame_end](const error_code& ec, std::size_t) {
                          --p->reads;
-                         done(ec, n);
+                         if (ec == asio::error::operation_aborted || p->recv == nullptr) return;
+                         if (ec) {
+                             peer_gone(
+                                 *p, true,
+                                 !p->send_error.empty()
+                                     ? p->send_error
+                                     : fmt::format("connection failed in the middle of a frame: {}", ec.message()));
+                             return;
+                         }
+                         Transfer& cur = *p->recv;
+                         if (cur.on_chunk) cur.on_chunk(p->recv_done, length);
+                         p->recv_done += length;
+                         if (p->recv_done < frame_end) {
+                             read_piece(*p, frame_end);
+                             return;
+                         }
+                         ++p->recv_frames;
+                         if (p->recv_done == cur.bytes) {
+                             p->recv = nullptr;
+                             finish_transfer();
+                         }
+                         post_header_read(*p);
                      });
 }
 
 void Engine::read_abort(Peer& peer, const FrameHeader& header) {
     peer.abort_text.assign(header.length, '\0');
     ++peer.reads;
-    asio::async_read(peer.socket, asio::buffer(peer.abort_text), [this, p = &peer, header](const error_code& ec,
-                                                                                          std::size_t) {
-        --p->reads;
-        if (ec == asio::error::operation_aborted) return;
-        // The code comes from the network: only a known one is passed on.
-        auto code = static_cast<Errc>(header.op.aux);
-        if (header.op.aux < 1 || header.op.aux > static_cast<uint64_t>(Errc::permission_denied))
-            code = Errc::peer_failed;
-        const std::string text = ec ? std::string("(its message was cut off)") : p->abort_text;
-        p->gone = true;
-        p->gone_reason = "aborted the communicator: " + text;
-        if (!failed_)
-            fail(code, fmt::format("{} on rank {}: rank {} gave up: {}", in_op_ ? describe(op_) : "the communicator",
-                                   rank_, p->rank, text));
-    });
+    asio::async_read(peer.socket, asio::buffer(peer.abort_text),
+                     [this, p = &peer, header](const error_code& ec, std::size_t) {
+                         --p->reads;
+                         if (ec == asio::error::operation_aborted) return;
+                         // The code comes from the network: only a known one is passed on.
+                         auto code = static_cast<Errc>(header.op.aux);
+                         if (header.op.aux < 1 || header.op.aux > static_cast<uint64_t>(Errc::permission_denied))
+                             code = Errc::peer_failed;
+                         const std::string text = ec ? std::string("(its message was cut off)") : p->abort_text;
+                         p->gone = true;
+                         p->gone_reason = "aborted the communicator: " + text;
+                         if (!failed_)
+                             fail(code, fmt::format("{} on rank {}: rank {} gave up: {}",
+                                                    in_op_ ? describe(op_) : "the communicator", rank_, p->rank, text));
+                     });
 }
 
 // ---------------------------------------------------------------- failure
@@ -607,9 +636,8 @@ void Engine::close(std::chrono::milliseconds grace) {
         peer->recv = peer->send = nullptr;
         encode(FrameHeader{FrameKind::goodbye, op_, 0, 0}, peer->out_header);
         ++writes;
-        asio::async_write(peer->socket, asio::buffer(peer->out_header), [&writes](const error_code&, std::size_t) {
-            --writes;
-        });
+        asio::async_write(peer->socket, asio::buffer(peer->out_header),
+                          [&writes](const error_code&, std::size_t) { --writes; });
     }
     const auto until = Clock::now() + grace;
     io_->restart();

@@ -15,10 +15,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -112,6 +112,7 @@ private:
     void post_header_read(Peer& peer);
     void on_header(Peer& peer);
     void read_payload(Peer& peer, const FrameHeader& header);
+    void read_piece(Peer& peer, std::size_t frame_end);
     void read_abort(Peer& peer, const FrameHeader& header);
     void peer_gone(Peer& peer, bool died, const std::string& reason);
     void fail(Errc code, std::string message);

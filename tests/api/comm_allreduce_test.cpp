@@ -18,13 +18,14 @@ namespace {
 constexpr std::size_t kSmallSizes[] = {0, 1, 7, 997};  // 997 is prime: no part divides it evenly
 constexpr std::size_t kLargeSize = (std::size_t(1) << 20) + 3;
 
-bool runs_large(int n) { return n == 2 || n == 3 || n == 5 || n == 8; }
+bool runs_large(int n) {
+    return n == 2 || n == 3 || n == 5 || n == 8;
+}
 
 // Runs every case on a world of `n` ranks with `algorithm`, in place and out
 // of place, and checks each rank's result against the reference and against
 // the other ranks' bytes.
-void run_cases(int n, Algorithm algorithm, const std::vector<ReductionCase>& cases, const World& world,
-               uint64_t seed) {
+void run_cases(int n, Algorithm algorithm, const std::vector<ReductionCase>& cases, const World& world, uint64_t seed) {
     // [case][rank]: fingerprints of the out-of-place and in-place results.
     std::vector<std::vector<uint64_t>> out_of_place(cases.size(), std::vector<uint64_t>(n)),
         in_place(cases.size(), std::vector<uint64_t>(n));
@@ -55,9 +56,8 @@ void run_cases(int n, Algorithm algorithm, const std::vector<ReductionCase>& cas
     problems.expect_none(seed);
     for (std::size_t i = 0; i < cases.size(); ++i)
         for (int r = 1; r < n; ++r) {
-            EXPECT_EQ(out_of_place[i][r], out_of_place[i][0])
-                << cases[i].name() << " out of place: rank " << r << " holds other bytes than rank 0 (seed " << seed
-                << ")";
+            EXPECT_EQ(out_of_place[i][r], out_of_place[i][0]) << cases[i].name() << " out of place: rank " << r
+                                                              << " holds other bytes than rank 0 (seed " << seed << ")";
             EXPECT_EQ(in_place[i][r], in_place[i][0])
                 << cases[i].name() << " in place: rank " << r << " holds other bytes than rank 0 (seed " << seed << ")";
         }
@@ -115,6 +115,36 @@ INSTANTIATE_TEST_SUITE_P(Worlds, AllreduceOverTcp,
                          ::testing::Combine(::testing::Values(2, 3, 4), ::testing::ValuesIn(kAllAlgorithms)),
                          matrix_name);
 
+// A receive that reduces is read in pieces (128 KiB) inside each frame:
+// with frames that are no multiple of a piece (200 KiB + 8) the last piece
+// of every frame is short, and pieces and frames must still line up with
+// the elements of every size, for the ring and the hierarchical steps.
+class AllreduceInPieces : public ::testing::TestWithParam<std::tuple<int, Algorithm>> {};
+
+TEST_P(AllreduceInPieces, FramesThatAreNoMultipleOfAPieceMatchTheReference) {
+    const auto [n, algorithm] = GetParam();
+    const uint64_t seed = test_seed();
+    std::mt19937_64 rng(seed);
+    std::vector<ReductionCase> cases;
+    cases.push_back(make_case(rng, DataType::float64, ReduceOp::sum, kLargeSize, n));
+    cases.push_back(make_case(rng, DataType::float32, ReduceOp::avg, kLargeSize, n));
+    cases.push_back(make_case(rng, DataType::bfloat16, ReduceOp::sum, kLargeSize, n));
+    World world = paired_hosts();
+    world.direct_copy = false;
+    const auto user = world.configure;
+    world.configure = [user](int rank, CommOptions& o) {
+        if (user) user(rank, o);
+        o.max_frame = (std::size_t(200) << 10) + 8;
+    };
+    run_cases(n, algorithm, cases, world, seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, AllreduceInPieces,
+                         ::testing::Combine(::testing::Values(2, 3),
+                                            ::testing::Values(Algorithm::ring, Algorithm::doubling,
+                                                              Algorithm::hierarchical)),
+                         matrix_name);
+
 // Every rank on one host, through the host's shared memory: explicitly and
 // as auto's pick, every dtype, op and small size, and large messages that go
 // through many chunks, with a segment small enough (2 MiB) that even 8 ranks
@@ -152,7 +182,9 @@ struct Layout {
     std::vector<std::string> hosts;
 };
 
-void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }
+void PrintTo(const Layout& layout, std::ostream* os) {
+    *os << layout.name;
+}
 
 class HierarchicalLayouts : public ::testing::TestWithParam<Layout> {};
 
@@ -170,12 +202,12 @@ TEST_P(HierarchicalLayouts, MatchesTheReference) {
     run_cases(layout.n, Algorithm::hierarchical, cases, world, seed);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Hosts, HierarchicalLayouts,
-    ::testing::Values(Layout{"one_host", 4, {"x", "x", "x", "x"}}, Layout{"all_apart", 4, {"a", "b", "c", "d"}},
-                      Layout{"interleaved", 6, {"a", "b", "c", "a", "b", "c"}},
-                      Layout{"lonely_first", 5, {"z", "a", "a", "a", "b"}}),
-    [](const ::testing::TestParamInfo<Layout>& p) { return std::string(p.param.name); });
+INSTANTIATE_TEST_SUITE_P(Hosts, HierarchicalLayouts,
+                         ::testing::Values(Layout{"one_host", 4, {"x", "x", "x", "x"}},
+                                           Layout{"all_apart", 4, {"a", "b", "c", "d"}},
+                                           Layout{"interleaved", 6, {"a", "b", "c", "a", "b", "c"}},
+                                           Layout{"lonely_first", 5, {"z", "a", "a", "a", "b"}}),
+                         [](const ::testing::TestParamInfo<Layout>& p) { return std::string(p.param.name); });
 
 // The typed convenience overload reduces a span in place.
 TEST(Allreduce, SpanOverloadReducesInPlace) {
