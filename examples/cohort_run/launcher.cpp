@@ -5,19 +5,19 @@
 #include <cohort/error.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <thread>
 
+#include <fmt/format.h>
+#include <unistd.h>
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
-#include <fmt/format.h>
-#include <unistd.h>
 
 namespace cohort_run {
 namespace {
@@ -45,7 +45,9 @@ json::array to_array(const std::vector<std::string>& items) {
     return a;
 }
 
-void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+void sleep_ms(int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
 
 }  // namespace
 
@@ -73,8 +75,8 @@ void Launcher::make_checkpoint_dir() {
         std::error_code ec;
         std::filesystem::create_directories(o_.checkpoint_dir, ec);
         if (ec) {
-            throw Error(Errc::io, fmt::format("--checkpoint-dir: cannot create '{}': {}", o_.checkpoint_dir,
-                                              ec.message()));
+            throw Error(Errc::io,
+                        fmt::format("--checkpoint-dir: cannot create '{}': {}", o_.checkpoint_dir, ec.message()));
         }
         checkpoint_dir_ = o_.checkpoint_dir;
         return;
@@ -108,8 +110,7 @@ void Launcher::connect() {
         while (!where.empty() && where.back() == '/') where.pop_back();
         const auto colon = where.rfind(':');
         if (colon == std::string::npos || colon == 0 || colon + 1 == where.size()) {
-            throw Error(Errc::invalid_argument,
-                        fmt::format("--coordinator: '{}' is not HOST:PORT", o_.coordinator));
+            throw Error(Errc::invalid_argument, fmt::format("--coordinator: '{}' is not HOST:PORT", o_.coordinator));
         }
         url_ = "http://" + where;
         std::string host = where.substr(0, colon);
@@ -131,8 +132,7 @@ void Launcher::connect() {
               fmt::format("coordinator {} ({}), job '{}', node {} with {} workers", url_,
                           o_.standalone ? fmt::format("in this process, listening on {}", o_.host)
                                         : std::string("running elsewhere"),
-                          o_.job, o_.node_id,
-                          o_.nproc_per_node));
+                          o_.job, o_.node_id, o_.nproc_per_node));
 }
 
 void Launcher::create_job() {
@@ -217,7 +217,8 @@ cohort::WorkerSpec Launcher::make_worker(const cohort::PlanStep& step) {
     }
     if (slot == nullptr) throw Error(Errc::internal, fmt::format("no worker place for: {}", cohort::describe(step)));
     ++slot->restarts;
-    if (step.kind != cohort::StepKind::relaunch) slot->worker = fmt::format("{}-{}.{}", o_.node_id, slot->local_rank, slot->restarts);
+    if (step.kind != cohort::StepKind::relaunch)
+        slot->worker = fmt::format("{}-{}.{}", o_.node_id, slot->local_rank, slot->restarts);
     slot->beat_for = false;
     slot->rank.reset();
     ++relaunches_;
@@ -406,6 +407,28 @@ void Launcher::heartbeat_for_workers() {
     }
 }
 
+// With survivors, a world changes without its running workers starting
+// again, so rank 0's launcher never passes through start_world for it; a
+// launcher (re)started into that world waits in agree_master for the
+// generation's address. Rank 0's launcher publishes it here: the address
+// its rank 0 already has (MASTER_PORT is fixed for the run with
+// survivors), or a fresh one if its rank 0 is new.
+void Launcher::republish_master(const JobView& job) {
+    if (o_.restart != RestartMode::survivors || !master_from_store() || job.world.empty()) return;
+    const auto here = std::find_if(slots_.begin(), slots_.end(),
+                                   [&](const Slot& s) { return s.running && s.worker == job.world.front(); });
+    if (here == slots_.end()) return;
+    const MasterAddress address = master_ ? *master_ : MasterAddress{advertised_, free_port()};
+    try {
+        publish_master(*client_, o_.job, job.generation, address);
+    } catch (const Error& e) {
+        // mismatch: published already (by start_world, or a newer world
+        // formed); anything else: the joining launcher's wait names it.
+        if (e.code() != Errc::mismatch)
+            log_.say(fmt::format("cannot publish rank 0's address for generation {}: {}", job.generation, e.what()));
+    }
+}
+
 void Launcher::on_job(const JobView& job) {
     uint64_t top = 0;
     for (const auto& id : job.world) {
@@ -435,6 +458,7 @@ void Launcher::on_job(const JobView& job) {
         f["workers"] = to_array(job.world);
         log_.emit("round_formed", std::move(f),
                   fmt::format("round {} formed: {} workers ({})", job.generation, job.world_size, list(job.world)));
+        republish_master(job);
     }
     if (awaiting_training_ && top > step_at_round_) {
         awaiting_training_ = false;
@@ -476,10 +500,10 @@ void Launcher::on_job(const JobView& job) {
             f["cause"] = m.diagnosis ? m.diagnosis->cause : "unknown";
             f["summary"] = m.diagnosis ? m.diagnosis->summary : "";
             f["evidence"] = to_array(m.diagnosis ? m.diagnosis->evidence : std::vector<std::string>{});
-            log_.emit("hung", std::move(f),
-                      fmt::format("worker {} is hung: {} ({})", s.worker,
-                                  m.diagnosis ? m.diagnosis->summary : "no diagnosis",
-                                  m.diagnosis ? m.diagnosis->cause : "unknown"));
+            log_.emit(
+                "hung", std::move(f),
+                fmt::format("worker {} is hung: {} ({})", s.worker, m.diagnosis ? m.diagnosis->summary : "no diagnosis",
+                            m.diagnosis ? m.diagnosis->cause : "unknown"));
         }
     }
     if (job.hung && !job_hung_reported_) {
@@ -530,8 +554,8 @@ void Launcher::progress(const JobView& job) {
         shards = fmt::format(", epoch {}/{}: {}/{} shards", e->epoch + 1, job.epochs.size(), e->done, e->total);
     }
     log_.emit("progress", std::move(f),
-              fmt::format("progress: round {}, {} workers, step {}{}, {:.0f} samples/s", job.generation,
-                          job.world_size, step, shards, rate));
+              fmt::format("progress: round {}, {} workers, step {}{}, {:.0f} samples/s", job.generation, job.world_size,
+                          step, shards, rate));
 }
 
 bool Launcher::finished() const {
@@ -688,9 +712,17 @@ int Launcher::run() {
         } else {
             scaler_ = std::make_unique<cohort::AutoScaler>(so);
         }
-        scheduler_ = std::make_unique<cohort::LocalScheduler>(
-            [this](const cohort::PlanStep& step) { return make_worker(step); },
-            std::chrono::milliseconds(static_cast<int64_t>(o_.grace * 1000)));
+        scheduler_ =
+            std::make_unique<cohort::LocalScheduler>([this](const cohort::PlanStep& step) { return make_worker(step); },
+                                                     std::chrono::milliseconds(static_cast<int64_t>(o_.grace * 1000)));
+        // This launcher may be started again with the same --node-id (it
+        // was SIGKILLed and its workers died with it, or its host
+        // rebooted): the job may still count those workers' ids as live,
+        // holding shard leases no process knows of, which would stall an
+        // epoch until they expire. Reported failed, the leases go back to
+        // the queue now. Ids the job does not know are refused (404), which
+        // report_failed ignores.
+        for (const Slot& s : slots_) report_failed(s.worker, "its launcher started again (" + o_.node_id + ")");
         start_world(0);
     } catch (const signals::Stop& s) {
         if (scheduler_) return stop(s.signal);

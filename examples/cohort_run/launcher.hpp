@@ -63,6 +63,7 @@ private:
     void join_slots();
     Round await_round(uint64_t after, double deadline);
     std::optional<MasterAddress> agree_master(double deadline);
+    void republish_master(const JobView& job);
     // Joins, waits for the round and rank 0's address, and starts every
     // place's worker, not before `not_before`; the `retired` ids of the old
     // world's processes are reported failed once the new ones wait. Throws
@@ -100,8 +101,8 @@ private:
     std::unique_ptr<cohort::AutoScaler> scaler_;
     std::unique_ptr<cohort::LocalScheduler> scheduler_;
     std::string url_;
-    uint16_t master_port_ = 0;  // MASTER_PORT for a one-launcher job without --restart all
-    std::string advertised_;    // MASTER_ADDR when rank 0 is here, in a job of several launchers
+    uint16_t master_port_ = 0;             // MASTER_PORT for a one-launcher job without --restart all
+    std::string advertised_;               // MASTER_ADDR when rank 0 is here, in a job of several launchers
     std::optional<MasterAddress> master_;  // this world's, from the store
     RunningWorld world_;                   // the world the workers were started in
     int group_restarts_ = 0;
