@@ -875,6 +875,15 @@ COHORT_API int cohort_comm_size(const cohort_comm* comm, int32_t* size);
 COHORT_API int cohort_comm_is_broken(const cohort_comm* comm, int32_t* broken);
 /* Why it broke ("" while healthy); free with cohort_free. Never waits. */
 COHORT_API int cohort_comm_broken_reason(const cohort_comm* comm, char** reason, size_t* length);
+/* The ranks (ascending) whose process exited or died while connected:
+ * their connection ended between frames with no goodbye and no abort frame
+ * (Communicator::dead_ranks). A rank that closed its communicator, gave
+ * up, broke off mid-frame or only went silent is not among them. What a
+ * survivor reports to the coordinator (cohort_membership_report_dead).
+ * Always sets *count to the full count; fills `ranks` only if capacity >=
+ * count, else returns COHORT_ERR_BUFFER_TOO_SMALL (call with NULL and
+ * capacity 0 to size the buffer). Never waits. */
+COHORT_API int cohort_comm_dead_ranks(const cohort_comm* comm, int32_t* ranks, size_t capacity, size_t* count);
 /* Breaks the communicator from any thread (the one exception to contract
  * 7 besides the queries): the operation under way, or else the next one,
  * fails with COHORT_ERR_CLOSED and "aborted: REASON", and the peers are

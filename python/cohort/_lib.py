@@ -273,6 +273,7 @@ PROTOTYPES = {
     "cohort_comm_abort": (_STATUS, [comm_p, c_char_p]),
     "cohort_comm_broken_reason": (_STATUS, [comm_p, _owned_out, _P(c_size_t)]),
     "cohort_comm_host": (_STATUS, [comm_p, c_int32, _cstr_out]),
+    "cohort_comm_dead_ranks": (_STATUS, [comm_p, _P(c_int32), c_size_t, _P(c_size_t)]),
     "cohort_comm_choose": (_STATUS, [comm_p, c_uint64, _P(c_int32)]),
     "cohort_comm_transport": (_STATUS, [comm_p, c_int32, _P(c_int32)]),
     "cohort_comm_describe": (_STATUS, [comm_p, _owned_out, _P(c_size_t)]),

@@ -296,13 +296,23 @@ void Engine::post_header_read(Peer& peer) {
     if (peer.gone || peer.pending || peer.header_read_posted) return;
     peer.header_read_posted = true;
     ++peer.reads;
-    asio::async_read(peer.socket, asio::buffer(peer.in_header), [this, p = &peer](const error_code& ec, std::size_t) {
+    asio::async_read(peer.socket, asio::buffer(peer.in_header), [this, p = &peer](const error_code& ec,
+                                                                                  std::size_t n) {
         --p->reads;
         p->header_read_posted = false;
         if (ec == asio::error::operation_aborted) return;
         if (!ec) {
             on_header(*p);
-        } else if (!p->send_error.empty()) {
+            return;
+        }
+        // Between frames (no byte of a header came), with no goodbye and no
+        // abort: a process that gives up writes an abort frame and
+        // half-closes, one that closes says goodbye, so only an exit or a
+        // death ends a connection here (a reset: the dead process had
+        // unread data). A live rank that gives up in the middle of a frame
+        // closes without an abort: not here.
+        if ((ec == asio::error::eof || ec == asio::error::connection_reset) && n == 0 && !p->gone) record_dead(*p);
+        if (!p->send_error.empty()) {
             peer_gone(*p, true, p->send_error);
         } else if (ec == asio::error::eof) {
             peer_gone(*p, true, "closed the connection without saying goodbye (it exited or died)");
@@ -499,6 +509,12 @@ void Engine::peer_gone(Peer& peer, bool died, const std::string& reason) {
         fail(died ? Errc::peer_failed : Errc::closed,
              fmt::format("{} on rank {}: rank {} ({}) {}", what, rank_, peer.rank, peer.endpoint, reason));
     }
+}
+
+void Engine::record_dead(const Peer& peer) {
+    std::lock_guard lock(reason_mutex_);
+    const auto at = std::lower_bound(dead_ranks_.begin(), dead_ranks_.end(), peer.rank);
+    if (at == dead_ranks_.end() || *at != peer.rank) dead_ranks_.insert(at, peer.rank);
 }
 
 void Engine::mark_broken(Errc code, std::string reason) {
