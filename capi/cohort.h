@@ -1212,6 +1212,16 @@ COHORT_API int cohort_membership_round_pending(const cohort_membership* membersh
  * *pending (may be NULL) is then as cohort_membership_round_pending says,
  * 1 at once when the coordinator has a round open. */
 COHORT_API int cohort_membership_request_round(cohort_membership* membership, int32_t* pending);
+/* After a collective failed on `comm` (the communicator of the last world):
+ * tells the coordinator which members of that world died (the ranks of
+ * cohort_comm_dead_ranks, mapped to member ids), so it marks them failed
+ * at once instead of waiting last_call for them, then asks for a round as
+ * cohort_membership_request_round. *reported (may be NULL) gets how many
+ * members were reported, *pending (may be NULL) as
+ * cohort_membership_round_pending. A refused report (this member is
+ * stale, the world moved on) is no error. */
+COHORT_API int cohort_membership_report_dead(cohort_membership* membership, const cohort_comm* comm, int32_t* reported,
+                                             int32_t* pending);
 /* A communicator for the last world, bootstrapped on the coordinator's store
  * of its generation (blocks until every rank of the world made one).
  * INVALID_ARGUMENT before the first world. Pairs with cohort_comm_destroy. */

@@ -367,6 +367,7 @@ PROTOTYPES = {
     "cohort_membership_next_world": (_STATUS, [membership_p, c_double, _owned_out, _P(c_size_t)]),
     "cohort_membership_round_pending": (_STATUS, [membership_p, _P(c_int32)]),
     "cohort_membership_request_round": (_STATUS, [membership_p, _P(c_int32)]),
+    "cohort_membership_report_dead": (_STATUS, [membership_p, comm_p, _P(c_int32), _P(c_int32)]),
     "cohort_comm_from_membership": (_STATUS, [membership_p, _P(comm_p)]),
     "cohort_membership_record_step": (_STATUS, [membership_p, c_uint64, c_double, c_double,
                                                 c_double, c_double]),
