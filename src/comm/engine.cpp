@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <sched.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <algorithm>
 #include <cerrno>
@@ -509,6 +510,27 @@ void Engine::peer_gone(Peer& peer, bool died, const std::string& reason) {
         fail(died ? Errc::peer_failed : Errc::closed,
              fmt::format("{} on rank {}: rank {} ({}) {}", what, rank_, peer.rank, peer.endpoint, reason));
     }
+}
+
+std::vector<int> Engine::dead_ranks() const {
+    std::lock_guard lock(reason_mutex_);
+    std::vector<int> dead = dead_ranks_;
+    if (!broken_) return dead;
+    // A broken engine reads its sockets no more, and the failure may have
+    // come before another dead peer's end of stream reached this rank (a
+    // host's processes die a few milliseconds apart): look at what waits on
+    // each socket still open, without taking it. Only an end of stream or a
+    // reset with nothing before it is a death; a peer that gave up left its
+    // abort frame there first.
+    for (const auto& peer : peers_) {
+        if (!peer || peer->gone || !peer->socket.is_open()) continue;
+        char byte = 0;
+        const ssize_t got = ::recv(peer->socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (got == 0 || (got < 0 && errno == ECONNRESET)) dead.push_back(peer->rank);
+    }
+    std::sort(dead.begin(), dead.end());
+    dead.erase(std::unique(dead.begin(), dead.end()), dead.end());
+    return dead;
 }
 
 void Engine::record_dead(const Peer& peer) {

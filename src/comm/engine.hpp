@@ -83,11 +83,9 @@ public:
     // at a frame boundary (end of stream or reset): the process exited or
     // died. What a survivor may report to the coordinator; a rank that gave
     // up, said goodbye, broke off mid-frame or went silent is not here.
-    // Any thread.
-    std::vector<int> dead_ranks() const {
-        std::lock_guard lock(reason_mutex_);
-        return dead_ranks_;
-    }
+    // Once broken, also the peers whose socket holds nothing but its end
+    // now. Any thread.
+    std::vector<int> dead_ranks() const;
     // Fails the operation because `rank`, which it still needs, is gone.
     [[noreturn]] void fail_gone(int rank);
 

@@ -304,15 +304,16 @@ TEST_F(CoordinatorRendezvous, ASurvivorReportsADeadPeerAndTheRoundClosesWithoutL
 TEST_F(CoordinatorRendezvous, AReportOpensTheRoundAndIsRefusedFromOutsideTheWorld) {
     create(2, 4);
     for (const char* id : {"n1", "n2", "n3"}) state.join("train", node(id), t);
+    t += 4;  // past last_call
+    state.tick(t);
     ASSERT_EQ(state.job("train").generation(), 1u);
-    state.join("train", node("late"), t);  // waits: rejoin auto opens a round, so settle first
-    state.join("train", node("n1"), t);
-    state.join("train", node("n2"), t);
-    state.join("train", node("n3"), t);
-    state.tick(t + 4);
+    // A fourth node opens a round (rejoin auto); the world of 4 is
+    // generation 2, and a fifth waits in no world (max_nodes 4).
+    state.join("train", node("late"), t);
+    for (const char* id : {"n1", "n2", "n3"}) state.join("train", node(id), t);
+    state.tick(t);
     ASSERT_EQ(state.job("train").generation(), 2u);
-    state.join("train", node("outsider"), t + 4);  // waiting, no world
-    t += 4;
+    state.join("train", node("outsider"), t);
     // Refused, by name: a member of no world, a member reporting itself, a
     // generation the job never had, an unknown member.
     expect_error([&] { state.report_dead("train", "outsider", 2, "n1", "", t); }, Errc::mismatch,
