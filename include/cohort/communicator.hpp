@@ -166,7 +166,9 @@ public:
     // coordinator (Membership::report_dead). A rank that closed its
     // communicator, gave up (its abort names another rank), broke off in
     // the middle of a frame or only went silent (a partition) is not here.
-    // Never waits: any thread.
+    // Once broken, a peer whose connection holds nothing but its end counts
+    // too (looked at without reading), so a death that arrived after the
+    // failure is not missed. Never waits: any thread.
     std::vector<int> dead_ranks() const;
     // What `automatic` picks for a message of `bytes` bytes.
     Algorithm choose(std::size_t bytes) const;
