@@ -598,7 +598,9 @@ void Engine::break_and_throw() {
             if (!peer->awaiting_ack) peer->send = nullptr;
             peer->acks.clear();
             error_code ignored;
-            if (peer->gone || peer->mid_frame) {
+            // A peer gone by its own abort or goodbye still gets ours: a bare
+            // close would look, to its dead_ranks(), like a death.
+            if (peer->mid_frame || !peer->socket.is_open()) {
                 peer->socket.close(ignored);
                 continue;
             }
@@ -641,7 +643,9 @@ void Engine::close(std::chrono::milliseconds grace) {
     mark_broken(Errc::closed, "it was closed");
     std::size_t writes = 0;
     for (auto& peer : peers_) {
-        if (!peer || peer->gone) continue;
+        // A peer gone by its abort still hears the goodbye: a bare close
+        // would look, to its dead_ranks(), like a death.
+        if (!peer || !peer->socket.is_open() || peer->mid_frame) continue;
         peer->recv = peer->send = nullptr;
         encode(FrameHeader{FrameKind::goodbye, op_, 0, 0}, peer->out_header);
         ++writes;

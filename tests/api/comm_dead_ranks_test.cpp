@@ -155,5 +155,30 @@ TEST(ThreeRanks, AKilledRankIsDeadAndTheSurvivorsAreNot) {
     EXPECT_EQ(dead[1], std::vector<int>{2});
 }
 
+// A rank that aborts is alive: after every rank failed on its abort (and
+// broke, closing what it had), nobody lists anybody, the aborting rank
+// included.
+TEST(GaveUp, NoRankIsDeadAfterAnAbort) {
+    World world;
+    world.shm_size = 0;
+    world.direct_copy = false;
+    std::latch failed(3);
+    std::vector<std::vector<int>> dead(3);
+    const auto outcomes = spawn_comms(3, world, [&](Communicator& comm) {
+        comm.barrier();
+        if (comm.rank() == 0) comm.abort("stopping on purpose");
+        std::vector<float> data(1000, 1.0f);
+        try {
+            comm.allreduce(std::span<float>(data));
+        } catch (const Error&) {
+        }
+        failed.arrive_and_wait();
+        std::this_thread::sleep_for(100ms);
+        dead[static_cast<std::size_t>(comm.rank())] = comm.dead_ranks();
+    });
+    expect_ok(outcomes);
+    for (std::size_t r = 0; r < 3; ++r) EXPECT_TRUE(dead[r].empty()) << "rank " << r << " lists " << dead[r].size();
+}
+
 }  // namespace
 }  // namespace cohort::test
