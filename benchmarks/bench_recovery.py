@@ -23,9 +23,10 @@ report in a new world is its first step). Scenarios:
 
   host-kill, host-partition, host-heal, host-kill-report
              on two emulated hosts (root only; recovery_hosts.py says
-             what each does): every process of host 1 SIGKILLed, its
+             what each does): every process of host 1 SIGKILLed (the
+             survivors only asking for a round: --no-report-dead), its
              link down, its link down and up again, and a kill whose dead
-             peers are reported failed as the survivors' errors name them.
+             peers the survivors report (Membership::report_dead).
              Target: failure_timeout + 1 heartbeat interval + 1 s (7 s).
 
 Anchors (not run, printed as references): DLRover notices a dead peer after

@@ -9,7 +9,14 @@ namespace. Once the world of 4 trains (and no earlier than --kill-at):
 
   host-kill       every process of host 1 gets SIGKILL (Cluster.kill_processes):
                   its kernel closes their connections, so node a's workers
-                  learn at once, but no launcher reports b's workers.
+                  learn at once, but no launcher reports b's workers, and
+                  node a's run with --no-report-dead: they only ask for a
+                  round (the anchor: the round waits last_call for b's).
+  host-kill-report
+                  the same kill, node a's workers reporting the peers whose
+                  connections closed without a goodbye (cohort-train's
+                  default: Communicator::dead_ranks, Membership::report_dead);
+                  nothing in this program posts anything.
   host-partition  host 1's link goes down (Cluster.link_down): nothing is
                   closed, only the coordinator's failure timeout can tell.
   host-heal       the same, and the link comes back up --heal-after s
@@ -47,16 +54,12 @@ TITLES = {
     "host-kill": "SIGKILL of every process of host 1 (2 hosts x 2 workers); phases on host 0",
     "host-partition": "host 1's link down (2 hosts x 2 workers); phases on host 0",
     "host-heal": "host 1's link down, then up again; phases on host 0, then host 1's return",
-    "host-kill-report": "SIGKILL of every process of host 1, the dead peers reported failed as the survivors' "
-                        "errors name them (emulated by this program); phases on host 0",
+    "host-kill-report": "SIGKILL of every process of host 1, the survivors reporting their dead peers "
+                        "(Membership::report_dead); phases on host 0",
 }
 REPORT_ROWS = [
-    ("reported", "kill → the last dead peer reported failed (`POST .../leave`)"),
+    ("reported", "kill → the last dead peer marked failed on a survivor's report (`POST .../report`)"),
 ]
-# A survivor's collective error that names a peer whose kernel closed its
-# connections without a goodbye: that peer's process is gone.
-DEAD_PEER = re.compile(r"^\[(a-\d+)\] .* on rank \d+: (?:cannot send to |cannot receive from )?rank (\d+)\b.*"
-                       r"closed the connection without saying goodbye")
 HEAL_ROWS = [
     ("back_launcher", "link up → host 1's cohort-run has a `round_formed` with its workers"),
     ("back_round", "link up → the coordinator closes that round"),
@@ -103,6 +106,8 @@ def run_host(args, workdir, index, scenario):
 def run_on_hosts(args, workdir, index, scenario):
     name = f"{scenario}-{index}"
     flags = HEAL_TRAIN_FLAGS if scenario == "host-heal" else args.train_flags
+    if scenario == "host-kill":
+        flags = flags + ["--no-report-dead"]
     with hosts.Cluster(2) as c:
         coordinator, url = start_coordinator(args, c, workdir, name)
         watch = br.JobWatch(url, JOB, netns=f"/proc/{c.hosts[0].pid}/ns/net")
@@ -123,9 +128,6 @@ def run_on_hosts(args, workdir, index, scenario):
                 br.log("  host 1: link down")
             if scenario == "host-heal":
                 return heal(args, c, a, b, watch, kill_mono)
-            reporter = None
-            if scenario == "host-kill-report":
-                reporter = Reporter(a, watch, url, f"/proc/{c.hosts[0].pid}/ns/net", kill_mono)
             code = a.wait(max(1.0, deadline - time.monotonic()))
             watch.stop()
             if code is None:
@@ -134,8 +136,8 @@ def run_on_hosts(args, workdir, index, scenario):
                 raise br.Missing(f"node a's cohort-run exited {code}{outside_kills(a)}; last lines:\n{a.tail()}")
             watch.offset = a.offset()
             p = br.analyze_node(a.events(), kill_mono - watch.offset, watch, B_MEMBERS, a.synced())
-            if reporter is not None:
-                p.update(reporter.result())
+            if scenario == "host-kill-report":
+                p.update(reported(watch, kill_mono))
             return p
         finally:
             watch.stop()
@@ -250,62 +252,16 @@ def stale_training(b, down_mono, formed_mono, back_gen, watch, kill_t):
     return "; ".join(found[:4])
 
 
-class Reporter:
-    """Stands in for survivors that report the peer their failed collective
-    names: watches node a's output for a collective error naming a dead
-    rank, maps the rank to its member through the coordinator's job state,
-    and posts `leave` with `failed` for it (docs/coordinator.md), from a
-    thread in host 0's network namespace. cohort-train does not do this
-    itself (docs/benchmarks.md says why)."""
-
-    def __init__(self, launcher, watch, url, netns, kill_mono):
-        import threading
-        self.launcher, self.watch, self.netns, self.kill_mono = launcher, watch, netns, kill_mono
-        host, port = url.removeprefix("http://").rstrip("/").rsplit(":", 1)
-        self.host, self.port = host, int(port)
-        self.reported = {}  # member: monotonic time of the answer
-        self.errors = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        import http.client
-        import json
-        br.enter_netns(self.netns)
-        seen = 0
-        while not self._stop.is_set() and len(self.reported) < len(B_MEMBERS):
-            lines = self.launcher.lines
-            for now, text in lines[seen:]:
-                m = DEAD_PEER.match(text)
-                if not m or now < self.kill_mono:
-                    continue
-                rank = int(m.group(2))
-                members = self.watch.state.get("members", [])
-                dead = next((x.get("id") for x in members if x.get("rank") == rank and x.get("state") == "active"),
-                            None)
-                if dead is None or dead in self.reported:
-                    continue
-                body = json.dumps({"member": dead, "failed": f"a survivor's collective names it: {text[:200]}"})
-                try:
-                    conn = http.client.HTTPConnection(self.host, self.port, timeout=2)
-                    conn.request("POST", f"/v1/jobs/{JOB}/leave", body, {"Content-Type": "application/json"})
-                    resp = conn.getresponse()
-                    resp.read()
-                    conn.close()
-                    if resp.status == 200:
-                        self.reported[dead] = time.monotonic()
-                    else:
-                        self.errors.append(f"leave {dead}: HTTP {resp.status}")
-                except (OSError, http.client.HTTPException) as e:
-                    self.errors.append(f"leave {dead}: {e}")
-            seen = len(lines)
-            self._stop.wait(0.005)
-
-    def result(self):
-        self._stop.set()
-        self._thread.join(timeout=5)
-        if not self.reported:
-            raise br.Missing("no dead peer was reported: no survivor's error named one"
-                             + (f" ({'; '.join(self.errors[:3])})" if self.errors else ""))
-        return {"reported": max(self.reported.values()) - self.kill_mono, "reported_members": len(self.reported)}
+def reported(watch, kill_mono):
+    """When the coordinator had every member of host 1 failed on a
+    survivor's report (its reason says "reported dead by node ..."), from
+    the job states polled after the kill."""
+    members = {m.get("id"): m for m in watch.state.get("members", [])}
+    why = {b: (members.get(b) or {}).get("reason", "") for b in B_MEMBERS}
+    late = [f"{b}: {why[b] or 'no reason'}" for b in sorted(B_MEMBERS) if not why[b].startswith("reported dead by")]
+    if late:
+        raise br.Missing("host 1's members were not failed on a survivor's report (" + "; ".join(late) + ")")
+    for now, _, _, states in watch.samples:
+        if now >= kill_mono and all(states.get(b) == "failed" for b in B_MEMBERS):
+            return {"reported": now - kill_mono, "reported_members": len(B_MEMBERS)}
+    raise br.Missing("the polled job states never had every member of host 1 failed")

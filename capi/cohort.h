@@ -875,6 +875,15 @@ COHORT_API int cohort_comm_size(const cohort_comm* comm, int32_t* size);
 COHORT_API int cohort_comm_is_broken(const cohort_comm* comm, int32_t* broken);
 /* Why it broke ("" while healthy); free with cohort_free. Never waits. */
 COHORT_API int cohort_comm_broken_reason(const cohort_comm* comm, char** reason, size_t* length);
+/* The ranks (ascending) whose process exited or died while connected:
+ * their connection ended between frames with no goodbye and no abort frame
+ * (Communicator::dead_ranks). A rank that closed its communicator, gave
+ * up, broke off mid-frame or only went silent is not among them. What a
+ * survivor reports to the coordinator (cohort_membership_report_dead).
+ * Always sets *count to the full count; fills `ranks` only if capacity >=
+ * count, else returns COHORT_ERR_BUFFER_TOO_SMALL (call with NULL and
+ * capacity 0 to size the buffer). Never waits. */
+COHORT_API int cohort_comm_dead_ranks(const cohort_comm* comm, int32_t* ranks, size_t capacity, size_t* count);
 /* Breaks the communicator from any thread (the one exception to contract
  * 7 besides the queries): the operation under way, or else the next one,
  * fails with COHORT_ERR_CLOSED and "aborted: REASON", and the peers are
@@ -1205,6 +1214,16 @@ COHORT_API int cohort_membership_round_pending(const cohort_membership* membersh
  * *pending (may be NULL) is then as cohort_membership_round_pending says,
  * 1 at once when the coordinator has a round open. */
 COHORT_API int cohort_membership_request_round(cohort_membership* membership, int32_t* pending);
+/* After a collective failed on `comm` (the communicator of the last world):
+ * tells the coordinator which members of that world died (the ranks of
+ * cohort_comm_dead_ranks, mapped to member ids), so it marks them failed
+ * at once instead of waiting last_call for them, then asks for a round as
+ * cohort_membership_request_round. *reported (may be NULL) gets how many
+ * members were reported, *pending (may be NULL) as
+ * cohort_membership_round_pending. A refused report (this member is
+ * stale, the world moved on) is no error. */
+COHORT_API int cohort_membership_report_dead(cohort_membership* membership, const cohort_comm* comm, int32_t* reported,
+                                             int32_t* pending);
 /* A communicator for the last world, bootstrapped on the coordinator's store
  * of its generation (blocks until every rank of the world made one).
  * INVALID_ARGUMENT before the first world. Pairs with cohort_comm_destroy. */

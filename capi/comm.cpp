@@ -362,6 +362,22 @@ int cohort_comm_broken_reason(const cohort_comm* comm, char** reason, size_t* le
     });
 }
 
+int cohort_comm_dead_ranks(const cohort_comm* comm, int32_t* ranks, size_t capacity, size_t* count) {
+    return guard(__func__, [&](const char* fn) {
+        require_comm(comm, fn);
+        require(count, fn, "count");
+        if (ranks == nullptr && capacity != 0)
+            throw Error(Errc::invalid_argument,
+                        fmt::format("{}: the output buffer is NULL but capacity is {}", fn, capacity));
+        const std::vector<int> dead = comm->impl.dead_ranks();
+        *count = dead.size();
+        if (capacity < dead.size())
+            throw Error(Errc::buffer_too_small,
+                        fmt::format("{}: the buffer holds {} ranks but {} are needed", fn, capacity, dead.size()));
+        std::copy(dead.begin(), dead.end(), ranks);
+    });
+}
+
 int cohort_comm_host(const cohort_comm* comm, int32_t rank, const char** host) {
     return guard(__func__, [&](const char* fn) {
         require_comm(comm, fn);

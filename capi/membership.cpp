@@ -95,6 +95,17 @@ int cohort_membership_request_round(cohort_membership* membership, int32_t* pend
     });
 }
 
+int cohort_membership_report_dead(cohort_membership* membership, const cohort_comm* comm, int32_t* reported,
+                                  int32_t* pending) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        require(comm, fn, "comm");
+        const std::vector<std::string> ids = membership->impl.report_dead(comm->impl);
+        if (reported != nullptr) *reported = static_cast<int32_t>(ids.size());
+        if (pending != nullptr) *pending = membership->impl.round_pending() ? 1 : 0;
+    });
+}
+
 int cohort_comm_from_membership(const cohort_membership* membership, cohort_comm** out) {
     return guard(__func__, [&](const char* fn) {
         require(membership, fn, "membership");

@@ -245,14 +245,30 @@ class ElasticTrainer:
         try:
             run()
         except cohort.Error as e:
+            self.m.set_collective(seq, False)
+            self.report_dead()
             return str(e)
         except Exception as e:
             if not self.steps.world_failure(e):
                 raise
+            self.m.set_collective(seq, False)
+            self.report_dead()
             return str(e)
         finally:
             self.m.set_collective(seq, False)
         return None
+
+    def report_dead(self):
+        """A peer whose connection closed without a goodbye died (with its
+        host, maybe, and its launcher): nobody else tells the coordinator,
+        which would wait last_call for it in the next round. Say so."""
+        if self.comm is None or not self.comm.dead_ranks:
+            return
+        try:
+            if self.m.report_dead(self.comm):
+                self.say(f"world {self.world['generation']}: reported {self.comm.dead_ranks} dead")
+        except cohort.Error as e:
+            self.say(f"world {self.world['generation']}: could not report the dead peers: {e}")
 
     def sync_state(self):
         """The rank that applied the most steps gives every rank its state."""

@@ -168,6 +168,23 @@ void Launcher::start_world(double not_before, const std::vector<std::string>& re
     const uint64_t before = world_.generation;
     const double deadline = log_.now() + world_wait();
     master_.reset();
+    // An old worker that already joined the round (it saw its peer die,
+    // reported it and asked for a round before this launcher stopped it)
+    // would fill the new world with the first new id, which could then
+    // never form with all of this launcher's: fail those first.
+    if (!retired.empty()) {
+        try {
+            const JobView job = parse_job(client_->job_state(o_.job), log_.now());
+            for (const std::string& id : retired) {
+                const auto it = job.members.find(id);
+                if (it != job.members.end() && it->second.state == "waiting") {
+                    report_failed(id, "stopped for a restart of the group (--restart all)");
+                }
+            }
+        } catch (const Error&) {
+            // The job's state unread: the reports below still go out.
+        }
+    }
     for (int attempt = 0;; ++attempt) {
         join_slots();
         // Only now, with the new ids waiting: a world with no live member

@@ -25,6 +25,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace cohort_train {
 
@@ -283,6 +284,19 @@ private:
         }
     }
 
+    // A peer whose connection closed without a goodbye died (with its host,
+    // maybe, and its launcher): nobody else tells the coordinator, which
+    // would wait last_call for it in the next round. The survivors say so.
+    void report_dead() {
+        if (!o_.report_dead || !comm_ || comm_->dead_ranks().empty()) return;
+        try {
+            const std::vector<std::string> ids = m_.report_dead(*comm_);
+            if (!ids.empty()) say("world {}: reported dead: {}", world_.generation, fmt::join(ids, ", "));
+        } catch (const Error& e) {
+            say("world {}: could not report the dead peers: {}", world_.generation, brief(e.what()));
+        }
+    }
+
     void leave_world() {
         if (comm_) comm_->close();
         comm_.reset();
@@ -304,6 +318,7 @@ private:
         } catch (const Error& e) {
             m_.set_collective(seq, false);
             error = brief(e.what());
+            report_dead();
             return false;
         }
         m_.set_collective(seq, false);

@@ -53,6 +53,11 @@ coordination:
                             again is fine)
       --nodes MIN[:MAX]     create the job with these sizes if it does not
                             exist (default: it must exist)
+      --report-dead, --no-report-dead
+                            after a failed collective, tell the coordinator
+                            which peers died (their connection closed without
+                            a goodbye), so the next round does not wait
+                            last_call for them (default on)
       --world-timeout S     the longest wait for a world (default 600)
       --collective-timeout S
                             the longest wait in one collective (default 60)
@@ -168,6 +173,10 @@ std::optional<Options> parse_options(int argc, char** argv) {
                               : static_cast<uint32_t>(parse_number(arg, text.substr(colon + 1), 1, 100000));
             if (o.max_nodes < o.min_nodes)
                 usage(fmt::format("--nodes: MAX {} is below MIN {}", o.max_nodes, o.min_nodes));
+        } else if (arg == "--report-dead") {
+            o.report_dead = true;
+        } else if (arg == "--no-report-dead") {
+            o.report_dead = false;
         } else if (arg == "--world-timeout") {
             o.world_timeout = parse_seconds(arg, args.value());
         } else if (arg == "--collective-timeout") {

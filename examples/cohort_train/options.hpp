@@ -32,6 +32,9 @@ struct Options {
     std::string weights_out;                   // final weights as JSON
     std::string checkpoint;                    // empty: $COHORT_CHECKPOINT_DIR's, if set
     bool register_plan = true;
+    // After a failed collective, report the peers whose connection closed
+    // without a goodbye (Membership::report_dead) before asking for a round.
+    bool report_dead = true;
     uint32_t min_nodes = 0;  // --nodes: create the job when missing; 0: it must exist
     uint32_t max_nodes = 0;
     std::chrono::milliseconds world_timeout{std::chrono::minutes(10)};

@@ -159,6 +159,17 @@ public:
     const std::vector<std::string>& hosts() const;
     bool broken() const;
     std::string broken_reason() const;  // empty while healthy
+    // The ranks (ascending) whose process exited or died while this rank
+    // was connected to it, as far as the operations so far saw: the
+    // connection ended (end of stream or reset) between frames with no
+    // goodbye and no abort frame. The evidence a survivor may report to the
+    // coordinator (Membership::report_dead). A rank that closed its
+    // communicator, gave up (its abort names another rank), broke off in
+    // the middle of a frame or only went silent (a partition) is not here.
+    // Once broken, a peer whose connection holds nothing but its end counts
+    // too (looked at without reading), so a death that arrived after the
+    // failure is not missed. Never waits: any thread.
+    std::vector<int> dead_ranks() const;
     // What `automatic` picks for a message of `bytes` bytes.
     Algorithm choose(std::size_t bytes) const;
     // transports()[r]: how this rank exchanges data with rank r.

@@ -70,6 +70,13 @@ public:
     // failure not empty: the member failed (its launcher saw its process
     // die) and why: it is marked failed now, not after failure_timeout.
     void leave(std::string_view job, std::string_view member, std::string_view failure = {});
+    // `member`, active in world `generation`, saw member `dead` of that
+    // world die (Communicator::dead_ranks): the coordinator marks it failed
+    // now (CoordinatorState rules in docs/coordinator.md, POST .../report).
+    // 409 (Error(mismatch)) when `member` is not an active member of that
+    // generation or `dead` was not in it.
+    ReportReply report_dead(std::string_view job, std::string_view member, uint64_t generation, std::string_view dead,
+                            std::string_view why = {});
     RoundReply request_round(std::string_view job, std::string_view member);
     // peers == false: the rank and sizes without the peer list (a few dozen
     // bytes instead of one entry per member; what a member that only needs

@@ -107,6 +107,16 @@ struct RoundReply {
     uint64_t generation = 0;
 };
 
+// The answer to a report that a member of a world died (POST .../report).
+struct ReportReply {
+    std::string member;  // the member reported
+    // "failed": this report marked it failed; "already_gone": it had
+    // failed, left or been reported before; "rejoined": it has joined again
+    // since (a restarted process), so it is left alone; "ignored": the
+    // report was about a world the job has already replaced.
+    std::string outcome;
+};
+
 struct WorldPeer {
     uint32_t rank = 0;
     std::string id;

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cohort {
 
@@ -103,6 +104,18 @@ public:
     // round open afterwards, round_pending() is true at once, without
     // waiting for the next heartbeat. Returns round_pending().
     bool request_round();
+    // request_round() after a collective failed on `comm` (the
+    // communicator() of the last world), first telling the coordinator
+    // which members of that world died: the ranks of comm.dead_ranks(),
+    // mapped to member ids through the world's peer list. Each is marked
+    // failed at once, so the round closes as soon as the live members are
+    // back instead of waiting last_call for the dead (a whole host lost,
+    // its launcher with it, has nobody else to say so). Returns the member
+    // ids reported (empty when none died, or when the world is already
+    // over); a refused report (this member is stale, the world moved on) is
+    // not an error: the round is asked for all the same. Check
+    // round_pending() afterwards as after request_round().
+    std::vector<std::string> report_dead(const Communicator& comm);
 
     // Metrics for the next heartbeat (kept in a bounded batch).
     // Error(invalid_argument) for a NaN or infinite value.

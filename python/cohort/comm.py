@@ -537,6 +537,18 @@ class Communicator(_util.Handle):
         return _util.owned_string(self._lib.cohort_comm_broken_reason, self._h())
 
     @property
+    def dead_ranks(self):
+        """The ranks (ascending) whose process exited or died while
+        connected: the connection ended between frames with no goodbye and
+        no abort. A rank that closed, gave up or only went silent is not
+        here. What a survivor reports (Membership.report_dead)."""
+        count = ctypes.c_size_t()
+        capacity = self._size
+        buf = (c_int32 * max(capacity, 1))()
+        self._lib.cohort_comm_dead_ranks(self._h(), buf, capacity, byref(count))
+        return list(buf[:count.value])
+
+    @property
     def hosts(self):
         """The host label of each rank, in rank order."""
         out = c_char_p()

@@ -113,6 +113,17 @@ class Membership(_util.Handle):
         self._lib.cohort_membership_request_round(self._h(), byref(out))
         return bool(out.value)
 
+    def report_dead(self, comm):
+        """After a collective failed on `comm` (this world's communicator):
+        tells the coordinator which members died (comm.dead_ranks, mapped to
+        member ids), so it marks them failed at once instead of waiting
+        last_call, then asks for a round as request_round. Returns how many
+        members were reported; round_pending says whether a round is open."""
+        reported = c_int32()
+        pending = c_int32()
+        self._lib.cohort_membership_report_dead(self._h(), comm._h(), byref(reported), byref(pending))
+        return reported.value
+
     def communicator(self):
         """A cohort.Communicator for the last world, bootstrapped on the
         coordinator's store of its generation; blocks until every rank of the

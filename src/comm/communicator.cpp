@@ -112,6 +112,7 @@ int Communicator::size() const { return impl_->options.size; }
 const std::vector<std::string>& Communicator::hosts() const { return impl_->hosts; }
 bool Communicator::broken() const { return impl_->engine->broken(); }
 std::string Communicator::broken_reason() const { return impl_->engine->broken_reason(); }
+std::vector<int> Communicator::dead_ranks() const { return impl_->engine->dead_ranks(); }
 Algorithm Communicator::choose(std::size_t bytes) const { return impl_->resolve(Algorithm::automatic, bytes); }
 const std::vector<Transport>& Communicator::transports() const { return impl_->transports; }
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <sched.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <algorithm>
 #include <cerrno>
@@ -298,13 +299,23 @@ void Engine::post_header_read(Peer& peer) {
     if (peer.gone || peer.pending || peer.header_read_posted) return;
     peer.header_read_posted = true;
     ++peer.reads;
-    asio::async_read(peer.socket, asio::buffer(peer.in_header), [this, p = &peer](const error_code& ec, std::size_t) {
+    asio::async_read(peer.socket, asio::buffer(peer.in_header), [this, p = &peer](const error_code& ec,
+                                                                                  std::size_t n) {
         --p->reads;
         p->header_read_posted = false;
         if (ec == asio::error::operation_aborted) return;
         if (!ec) {
             on_header(*p);
-        } else if (!p->send_error.empty()) {
+            return;
+        }
+        // Between frames (no byte of a header came), with no goodbye and no
+        // abort: a process that gives up writes an abort frame and
+        // half-closes, one that closes says goodbye, so only an exit or a
+        // death ends a connection here (a reset: the dead process had
+        // unread data). A live rank that gives up in the middle of a frame
+        // closes without an abort: not here.
+        if ((ec == asio::error::eof || ec == asio::error::connection_reset) && n == 0 && !p->gone) record_dead(*p);
+        if (!p->send_error.empty()) {
             peer_gone(*p, true, p->send_error);
         } else if (ec == asio::error::eof) {
             peer_gone(*p, true, "closed the connection without saying goodbye (it exited or died)");
@@ -530,6 +541,33 @@ void Engine::peer_gone(Peer& peer, bool died, const std::string& reason) {
     }
 }
 
+std::vector<int> Engine::dead_ranks() const {
+    std::lock_guard lock(reason_mutex_);
+    std::vector<int> dead = dead_ranks_;
+    if (!broken_) return dead;
+    // A broken engine reads its sockets no more, and the failure may have
+    // come before another dead peer's end of stream reached this rank (a
+    // host's processes die a few milliseconds apart): look at what waits on
+    // each socket still open, without taking it. Only an end of stream or a
+    // reset with nothing before it is a death; a peer that gave up left its
+    // abort frame there first.
+    for (const auto& peer : peers_) {
+        if (!peer || peer->gone || !peer->socket.is_open()) continue;
+        char byte = 0;
+        const ssize_t got = ::recv(peer->socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (got == 0 || (got < 0 && errno == ECONNRESET)) dead.push_back(peer->rank);
+    }
+    std::sort(dead.begin(), dead.end());
+    dead.erase(std::unique(dead.begin(), dead.end()), dead.end());
+    return dead;
+}
+
+void Engine::record_dead(const Peer& peer) {
+    std::lock_guard lock(reason_mutex_);
+    const auto at = std::lower_bound(dead_ranks_.begin(), dead_ranks_.end(), peer.rank);
+    if (at == dead_ranks_.end() || *at != peer.rank) dead_ranks_.insert(at, peer.rank);
+}
+
 void Engine::mark_broken(Errc code, std::string reason) {
     {
         std::lock_guard lock(reason_mutex_);
@@ -589,7 +627,9 @@ void Engine::break_and_throw() {
             if (!peer->awaiting_ack) peer->send = nullptr;
             peer->acks.clear();
             error_code ignored;
-            if (peer->gone || peer->mid_frame) {
+            // A peer gone by its own abort or goodbye still gets ours: a bare
+            // close would look, to its dead_ranks(), like a death.
+            if (peer->mid_frame || !peer->socket.is_open()) {
                 peer->socket.close(ignored);
                 continue;
             }
@@ -632,7 +672,9 @@ void Engine::close(std::chrono::milliseconds grace) {
     mark_broken(Errc::closed, "it was closed");
     std::size_t writes = 0;
     for (auto& peer : peers_) {
-        if (!peer || peer->gone) continue;
+        // A peer gone by its abort still hears the goodbye: a bare close
+        // would look, to its dead_ranks(), like a death.
+        if (!peer || !peer->socket.is_open() || peer->mid_frame) continue;
         peer->recv = peer->send = nullptr;
         encode(FrameHeader{FrameKind::goodbye, op_, 0, 0}, peer->out_header);
         ++writes;

@@ -79,6 +79,13 @@ public:
     // Whether `rank` closed its communicator or its connection broke (as
     // far as the events run so far tell).
     bool peer_gone(int rank) const { return rank != rank_ && peers_.at(rank) && peers_[rank]->gone; }
+    // The ranks whose connection ended without a goodbye or an abort frame
+    // at a frame boundary (end of stream or reset): the process exited or
+    // died. What a survivor may report to the coordinator; a rank that gave
+    // up, said goodbye, broke off mid-frame or went silent is not here.
+    // Once broken, also the peers whose socket holds nothing but its end
+    // now. Any thread.
+    std::vector<int> dead_ranks() const;
     // Fails the operation because `rank`, which it still needs, is gone.
     [[noreturn]] void fail_gone(int rank);
 
@@ -115,6 +122,7 @@ private:
     void read_piece(Peer& peer, std::size_t frame_end);
     void read_abort(Peer& peer, const FrameHeader& header);
     void peer_gone(Peer& peer, bool died, const std::string& reason);
+    void record_dead(const Peer& peer);
     void fail(Errc code, std::string message);
     void finish_transfer();
     void take_abort();  // turns a requested abort into this operation's failure
@@ -147,6 +155,7 @@ private:
     std::atomic<Errc> broken_code_{Errc::ok};
     mutable std::mutex reason_mutex_;
     std::string broken_reason_;
+    std::vector<int> dead_ranks_;  // guarded by reason_mutex_, ascending
 
     std::vector<std::byte> scratch_[2];
 };

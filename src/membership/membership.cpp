@@ -274,6 +274,48 @@ bool Membership::request_round() {
     return m.round_pending;
 }
 
+std::vector<std::string> Membership::report_dead(const Communicator& comm) {
+    Impl& m = checked_impl(impl_);
+    const std::vector<int> dead = comm.dead_ranks();
+    MemberWorld mine;
+    {
+        std::lock_guard lock(m.mutex);
+        mine = m.world;
+    }
+    std::vector<std::string> reported;
+    // A communicator of another world (or none yet) maps its ranks to
+    // nobody this member can vouch for.
+    if (!dead.empty() && mine.active && comm.size() == static_cast<int>(mine.world_size) &&
+        comm.rank() == static_cast<int>(mine.rank)) {
+        try {
+            // The peer list of the world as it is now: if a round has
+            // closed since, the generation differs and the ranks name
+            // other members, so nothing is reported.
+            const MemberWorld now = m.client->world(m.options.job, m.options.node.id, true);
+            if (now.active && now.generation == mine.generation) {
+                for (const int rank : dead) {
+                    const auto peer = std::find_if(now.peers.begin(), now.peers.end(), [&](const WorldPeer& p) {
+                        return static_cast<int>(p.rank) == rank;
+                    });
+                    if (peer == now.peers.end()) continue;
+                    const ReportReply reply = m.client->report_dead(
+                        m.options.job, m.options.node.id, mine.generation, peer->id,
+                        fmt::format("its connection to rank {} closed without a goodbye (it exited or died)",
+                                    mine.rank));
+                    if (reply.outcome == "failed" || reply.outcome == "already_gone") reported.push_back(peer->id);
+                }
+            }
+        } catch (const Error& e) {
+            // This member is no longer in that world (failed, stale, a new
+            // round formed): its word about the world counts for nothing,
+            // and the round below sends it to join again.
+            if (e.code() != Errc::mismatch && e.code() != Errc::not_found && e.code() != Errc::timeout) throw;
+        }
+    }
+    request_round();
+    return reported;
+}
+
 void Membership::record_step(const StepMetrics& step) {
     Impl& m = checked_impl(impl_);
     for (const double v : {step.step_time, step.samples_per_sec, step.data_wait, step.collective_wait}) {

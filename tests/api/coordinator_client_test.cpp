@@ -125,6 +125,37 @@ TEST_F(CoordinatorClientTest, HealthSettingsAndAFailedLeave) {
     EXPECT_THAT(after, HasSubstr("\"failed\""));
 }
 
+// A survivor reports a dead peer over HTTP: accepted from a member of the
+// world, 409 naming why from one outside it; the round then closes with
+// the live members alone, without waiting last_call.
+TEST_F(CoordinatorClientTest, ASurvivorReportsADeadPeer) {
+    cohort::JobSettings settings = closes_at(3);
+    settings.min_nodes = 2;
+    settings.last_call = 30.0;  // long: the round must not wait for it
+    client_.create_job("r", settings);
+    for (const char* id : {"a", "b", "c"}) client_.join("r", node(id));
+    const cohort::MemberWorld w = client_.world("r", "a");
+    ASSERT_TRUE(w.active);
+    client_.join("r", node("x"));  // waiting: in no world
+    EXPECT_THAT(error_message(cohort::Errc::mismatch, [&] { client_.report_dead("r", "x", w.generation, "c"); }),
+                HasSubstr("the reporter is waiting (generation 0), not an active member of generation"));
+    EXPECT_THAT(error_message(cohort::Errc::mismatch, [&] { client_.report_dead("r", "a", w.generation + 1, "c"); }),
+                HasSubstr("the job has no generation"));
+    const cohort::ReportReply reply = client_.report_dead("r", "a", w.generation, "c", "connection closed");
+    EXPECT_EQ(reply.member, "c");
+    EXPECT_EQ(reply.outcome, "failed");
+    EXPECT_EQ(client_.report_dead("r", "b", w.generation, "c").outcome, "already_gone");
+    EXPECT_THAT(client_.job_state("r"), HasSubstr("reported dead by node 'a' (generation"));
+    // a and b come back; with x waiting too the round may take three, but
+    // it closes well before last_call.
+    const auto start = std::chrono::steady_clock::now();
+    client_.join("r", node("a"));
+    client_.join("r", node("b"));
+    const cohort::MemberWorld next = client_.wait_for_world("r", "a", 10s);
+    EXPECT_GT(next.generation, w.generation);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
 // The settings alone, every field filled in with the server's defaults:
 // what a member that only needs heartbeat_interval reads.
 TEST_F(CoordinatorClientTest, JobSettingsAlone) {

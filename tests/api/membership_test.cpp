@@ -12,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -392,6 +393,69 @@ TEST(MembershipStop, DestructionDoesNotWaitForTheNextHeartbeat) {
     const auto start = Clock::now();
     m.reset();
     EXPECT_LT(since(start), 5s);  // not the 30 s interval
+}
+
+// A peer in another process exits without closing (as a host that dies
+// takes its launcher along: nobody else says so): the survivor's
+// collective fails, report_dead names the peer, and the coordinator marks
+// it failed at once, by the survivor's word, long before failure_timeout.
+TEST(MembershipReport, ASurvivorReportsAPeerThatDied) {
+    int url_pipe[2];
+    ASSERT_EQ(::pipe(url_pipe), 0);
+    // Forked before the coordinator's threads start: the child is a plain
+    // single-threaded process.
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        ::close(url_pipe[1]);
+        char buffer[256] = {};
+        const ssize_t n = ::read(url_pipe[0], buffer, sizeof buffer - 1);
+        int status = 3;
+        if (n > 0) {
+            try {
+                Membership m(member_options(std::string(buffer, static_cast<std::size_t>(n)), "r", "b"));
+                m.next_world(10s);
+                Communicator comm = m.communicator();
+                comm.barrier();
+                ::_exit(0);  // inside the scope: no destructor says goodbye
+            } catch (...) {
+                status = 4;
+            }
+        }
+        ::_exit(status);  // no goodbye, no leave: as if killed
+    }
+    ::close(url_pipe[0]);
+    Coordinator server(server_options());
+    CoordinatorClient admin(server.url(), client_options());
+    JobSettings settings = job_of(2);
+    settings.min_nodes = 1;
+    settings.failure_timeout = 60.0;
+    settings.last_call = 30.0;
+    admin.create_job("r", settings);
+    ASSERT_EQ(::write(url_pipe[1], server.url().data(), server.url().size()),
+              static_cast<ssize_t>(server.url().size()));
+    ::close(url_pipe[1]);
+    Membership a(member_options(server.url(), "r", "a"));
+    const MemberWorld w = a.next_world(10s);
+    EXPECT_EQ(w.world_size, 2u);
+    Communicator comm = a.communicator();
+    comm.barrier();
+    int status = -1;
+    for (int i = 0; i < 200 && ::waitpid(child, &status, WNOHANG) != child; ++i) std::this_thread::sleep_for(50ms);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    int32_t v = 1;
+    EXPECT_THROW(comm.allreduce(&v, 1, DataType::int32, ReduceOp::sum), Error);
+    EXPECT_EQ(comm.dead_ranks(), std::vector<int>{static_cast<int>(1 - w.rank)});
+    const auto start = Clock::now();
+    EXPECT_EQ(a.report_dead(comm), std::vector<std::string>{"b"});
+    EXPECT_TRUE(a.round_pending());
+    const std::string entry = member_entry(admin.job_state("r"), "b");
+    EXPECT_THAT(entry, HasSubstr("\"failed\""));
+    EXPECT_THAT(entry, HasSubstr("reported dead by node 'a' (generation " + std::to_string(w.generation)));
+    // The round closes with a alone, without waiting last_call for b.
+    const MemberWorld next = a.next_world(10s);
+    EXPECT_EQ(next.world_size, 1u);
+    EXPECT_LT(since(start), 10s);
 }
 
 // Sets variables for one test and puts the old values back.

@@ -374,6 +374,18 @@ static void test_single_rank(void) {
     cohort_free(reason);
     CHECK_OK(cohort_comm_host(c, 0, &host));
     CHECK(host != NULL && strcmp(host, "solo") == 0);
+    {
+        int32_t dead[2] = {-1, -1};
+        size_t dead_count = 99;
+        CHECK_OK(cohort_comm_dead_ranks(c, dead, 2, &dead_count));
+        CHECK(dead_count == 0 && dead[0] == -1);
+        CHECK_OK(cohort_comm_dead_ranks(c, NULL, 0, &dead_count));
+        CHECK(dead_count == 0);
+        CHECK_ERR(cohort_comm_dead_ranks(c, dead, 2, NULL), BAD, "cohort_comm_dead_ranks: count must not be NULL");
+        CHECK_ERR(cohort_comm_dead_ranks(c, NULL, 3, &dead_count), BAD,
+                  "cohort_comm_dead_ranks: the output buffer is NULL but capacity is 3");
+        CHECK_ERR(cohort_comm_dead_ranks(NULL, dead, 2, &dead_count), BAD, "comm must not be NULL");
+    }
     CHECK_OK(cohort_comm_host(plain, 0, &host));
     CHECK(host != NULL && host[0] != '\0'); /* the machine's name */
     CHECK_OK(cohort_comm_choose(c, 100, &value));

@@ -136,8 +136,7 @@ static void test_membership(void) {
             cohort_comm_allreduce(comm, values, values, 2, COHORT_DTYPE_FLOAT32, COHORT_OP_SUM, COHORT_ALGO_AUTO, 0));
         CHECK(values[0] == 1.5f && values[1] == -2.0f);
     }
-    cohort_comm_destroy(comm);
-    comm = NULL;
+    /* Kept for cohort_membership_report_dead below, once its world is over. */
 
     /* Metrics reach the job's state with the next heartbeats. */
     CHECK_OK(cohort_membership_record_step(m, 4, 0.5, 64.0, 0.01, -1.0));
@@ -181,6 +180,26 @@ static void test_membership(void) {
     CHECK_HAS(text, "\"state\":\"active\"");
     cohort_free(text);
     text = NULL;
+
+    /* A report through the communicator of the world before: no rank of it
+     * died, and it is not this world's, so nobody is reported; a round is
+     * asked for all the same. */
+    {
+        int32_t reported = -1;
+        size_t count = 99;
+        CHECK_OK(cohort_comm_dead_ranks(comm, NULL, 0, &count));
+        CHECK(count == 0);
+        CHECK_OK(cohort_membership_report_dead(m, comm, &reported, &pending));
+        CHECK(reported == 0);
+        CHECK(pending == 1);
+        CHECK_OK(cohort_membership_report_dead(m, comm, NULL, NULL));
+        CHECK_ERR(cohort_membership_report_dead(NULL, comm, NULL, NULL), COHORT_ERR_INVALID_ARGUMENT,
+                  "cohort_membership_report_dead: membership must not be NULL");
+        CHECK_ERR(cohort_membership_report_dead(m, NULL, NULL, NULL), COHORT_ERR_INVALID_ARGUMENT,
+                  "comm must not be NULL");
+    }
+    cohort_comm_destroy(comm);
+    comm = NULL;
 
     CHECK_OK(cohort_membership_leave(m));
     CHECK_OK(cohort_membership_leave(m));

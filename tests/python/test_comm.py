@@ -200,6 +200,7 @@ class SingleRank(unittest.TestCase):
         self.assertEqual(comm.hosts, ["solo"])
         self.assertFalse(comm.broken)
         self.assertEqual(comm.broken_reason, "")
+        self.assertEqual(comm.dead_ranks, [])
         self.assertIn(comm.choose(100), cohort.ALGORITHMS[1:])
         self.assertIn(comm.choose(64 << 20), cohort.ALGORITHMS[1:])
         self.assertIn("rank 0 of 1", repr(comm))

@@ -125,6 +125,12 @@ class MembershipTest(unittest.TestCase):
         self.assertEqual(lease["shard_id"], "s0")
         self.assertEqual(m.shard_done(lease["lease"]), {"outcome": "counted", "counted": True})
         self.assertTrue(m.next_shard()["finished"])
+        # Nobody died: nothing is reported, and the round is asked for all
+        # the same.
+        with m.communicator() as comm:
+            self.assertEqual(comm.dead_ranks, [])
+            self.assertEqual(m.report_dead(comm), 0)
+        self.assertTrue(m.round_pending)
 
     def test_bad_arguments(self):
         m = self.member("nojob", "x")

@@ -274,6 +274,76 @@ TEST_F(CoordinatorRendezvous, ALauncherReportsAFailureAtOnce) {
     EXPECT_EQ(state.join("train", node("n2"), t + 0.2).state, "waiting");
 }
 
+// A host dies with its launcher: a survivor saw the connection close and
+// says so; the round closes once the live members are back, not last_call
+// later, and the report is journaled (the fixture replays it).
+TEST_F(CoordinatorRendezvous, ASurvivorReportsADeadPeerAndTheRoundClosesWithoutLastCall) {
+    create(2, 4);  // last_call 3 s
+    for (const char* id : {"n1", "n2", "n3", "n4"}) state.join("train", node(id), t);
+    ASSERT_EQ(state.job("train").generation(), 1u);
+    t = 101;
+    state.request_round("train", "n1", t);
+    state.join("train", node("n1"), t);
+    state.join("train", node("n2"), t);
+    state.join("train", node("n3"), t);
+    state.tick(t + 0.5);
+    EXPECT_EQ(state.job("train").phase(), "rendezvous");  // n4 still counts as active
+    const ReportReply r = state.report_dead("train", "n3", 1, "n4", "connection closed", t + 0.5);
+    EXPECT_EQ(r.member, "n4");
+    EXPECT_EQ(r.outcome, "failed");
+    EXPECT_EQ(state_of("n4"), MemberState::failed);
+    EXPECT_EQ(state.job("train").find_member("n4")->reason,
+              "reported dead by node 'n3' (generation 1): connection closed");
+    // n3 had rejoined (a survivor of generation 1 may report), and the
+    // round closes at once: no last_call.
+    state.tick(t + 0.5);
+    EXPECT_EQ(state.job("train").generation(), 2u);
+    EXPECT_EQ(ranks(), (std::vector<std::string>{"n1", "n2", "n3"}));
+}
+
+TEST_F(CoordinatorRendezvous, AReportOpensTheRoundAndIsRefusedFromOutsideTheWorld) {
+    create(2, 4);
+    for (const char* id : {"n1", "n2", "n3"}) state.join("train", node(id), t);
+    t += 4;  // past last_call
+    state.tick(t);
+    ASSERT_EQ(state.job("train").generation(), 1u);
+    // A fourth node opens a round (rejoin auto); the world of 4 is
+    // generation 2, and a fifth waits in no world (max_nodes 4).
+    state.join("train", node("late"), t);
+    for (const char* id : {"n1", "n2", "n3"}) state.join("train", node(id), t);
+    state.tick(t);
+    ASSERT_EQ(state.job("train").generation(), 2u);
+    state.join("train", node("outsider"), t);
+    // Refused, by name: a member of no world, a member reporting itself, a
+    // generation the job never had, an unknown member.
+    expect_error([&] { state.report_dead("train", "outsider", 2, "n1", "", t); }, Errc::mismatch,
+                 "job 'train': node 'outsider' reports node 'n1' dead in generation 2: the reporter is waiting "
+                 "(generation 0), not an active member of generation 2");
+    expect_error([&] { state.report_dead("train", "n1", 2, "n1", "", t); }, Errc::invalid_argument,
+                 "a member cannot report itself");
+    expect_error([&] { state.report_dead("train", "n1", 3, "n2", "", t); }, Errc::mismatch,
+                 "the job has no generation 3 (it is at 2)");
+    expect_error([&] { state.report_dead("train", "n1", 2, "ghost", "", t); }, Errc::not_found,
+                 "job 'train' has no member 'ghost'");
+    expect_error([&] { state.report_dead("train", "n1", 2, "outsider", "", t); }, Errc::mismatch,
+                 "node 'outsider' is not in generation 2 (it is waiting, generation 0)");
+    // A report about the world before: ignored, nothing changes.
+    EXPECT_EQ(state.report_dead("train", "n1", 1, "n2", "", t).outcome, "ignored");
+    EXPECT_EQ(state_of("n2"), MemberState::active);
+    // Accepted from a member of the world: a round opens at once.
+    EXPECT_EQ(state.report_dead("train", "n1", 2, "n2", "", t).outcome, "failed");
+    EXPECT_EQ(state.job("train").round_reason(), "node 'n2' failed: reported dead by node 'n1' (generation 2)");
+    // A second survivor saying the same: nothing more happens.
+    EXPECT_EQ(state.report_dead("train", "n3", 2, "n2", "", t).outcome, "already_gone");
+    // The dead member cannot report anyone: it is no longer active.
+    expect_error([&] { state.report_dead("train", "n2", 2, "n3", "", t); }, Errc::mismatch,
+                 "the reporter is failed (generation 2)");
+    // A member that died and came back (joined again) is left alone.
+    state.join("train", node("n2"), t);
+    EXPECT_EQ(state.report_dead("train", "n3", 2, "n2", "", t).outcome, "rejoined");
+    EXPECT_EQ(state_of("n2"), MemberState::waiting);
+}
+
 // A process that failed and comes back starts its steps over: the step its
 // predecessor reported must not read as the new process's progress.
 TEST_F(CoordinatorRendezvous, ARelaunchedMemberForgetsTheStepsOfTheOneBefore) {

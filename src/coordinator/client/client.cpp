@@ -274,6 +274,15 @@ void CoordinatorClient::leave(std::string_view job, std::string_view member, std
     impl_->call_json("POST", job_path(job) + "/leave", &b);
 }
 
+ReportReply CoordinatorClient::report_dead(std::string_view job, std::string_view member, uint64_t generation,
+                                           std::string_view dead, std::string_view why) {
+    coord::protocol::ReportRequest request{std::string(member), generation, std::string(dead), std::nullopt};
+    if (!why.empty()) request.why = std::string(why);
+    const json::value b = coord::protocol::write(request);
+    return coord::protocol::read<ReportReply>(impl_->call_json("POST", job_path(job) + "/report", &b),
+                                              "coordinator reply to report", coord::protocol::kReply);
+}
+
 RoundReply CoordinatorClient::request_round(std::string_view job, std::string_view member) {
     const json::value b = coord::protocol::write(coord::protocol::MemberRequest{std::string(member)});
     return coord::protocol::read<RoundReply>(impl_->call_json("POST", job_path(job) + "/round", &b),

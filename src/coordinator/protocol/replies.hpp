@@ -39,6 +39,12 @@ struct Schema<RoundReply> {
 };
 
 template <>
+struct Schema<ReportReply> {
+    static constexpr auto fields =
+        std::tuple{field("member", &ReportReply::member), field("outcome", &ReportReply::outcome)};
+};
+
+template <>
 struct Schema<WorldPeer> {
     static constexpr auto fields = std::tuple{field("rank", &WorldPeer::rank), field("id", &WorldPeer::id),
                                               field("host", &WorldPeer::host, Presence::defaulted),

@@ -41,6 +41,23 @@ struct Schema<LeaveRequest> {
         std::tuple{field("member", &LeaveRequest::member), field("failed", &LeaveRequest::failed)};
 };
 
+// POST .../report: {"member", "generation", "dead", "why"?}. Member
+// `member`, active in world `generation`, saw member `dead` of that world
+// die (its connection closed without a goodbye), and says so.
+struct ReportRequest {
+    std::string member;
+    uint64_t generation = 0;
+    std::string dead;
+    std::optional<std::string> why;
+};
+
+template <>
+struct Schema<ReportRequest> {
+    static constexpr auto fields =
+        std::tuple{field("member", &ReportRequest::member), field("generation", &ReportRequest::generation),
+                   field("dead", &ReportRequest::dead), field("why", &ReportRequest::why)};
+};
+
 // POST .../shards/done: {"member", "lease"}.
 struct DoneRequest {
     std::string member;

@@ -210,7 +210,8 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
         return r;
     }
 
-    if (action == "join" || action == "heartbeat" || action == "leave" || action == "round" || action == "dataset") {
+    if (action == "join" || action == "heartbeat" || action == "leave" || action == "report" || action == "round" ||
+        action == "dataset") {
         if (!post) return method_not_allowed(request, "POST");
     } else {
         return no_route(request);
@@ -240,6 +241,13 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
         json::object o;
         o["left"] = member;
         return json_response(o);
+    }
+    if (action == "report") {
+        const auto sent = coord::protocol::read<coord::protocol::ReportRequest>(body, where, coord::protocol::kRequest);
+        const ReportReply reply =
+            state.report_dead(job, sent.member, sent.generation, sent.dead, sent.why.value_or(""), now());
+        changed(job);
+        return json_response(coord::protocol::write(reply));
     }
     if (action == "round") {
         state.request_round(

@@ -163,6 +163,51 @@ void CoordinatorState::leave(std::string_view job_name, std::string_view member,
     settle(j, t);
 }
 
+ReportReply CoordinatorState::report_dead(std::string_view job_name, std::string_view reporter, uint64_t generation,
+                                          std::string_view dead, std::string_view why, double now) {
+    const double t = time_of(now);
+    Job& j = job_for(job_name);
+    const std::string where = fmt::format("job '{}': node '{}' reports node '{}' dead in generation {}", j.name(),
+                                          reporter, dead, generation);
+    if (reporter == dead) {
+        throw Error(Errc::invalid_argument,
+                    fmt::format("{}: a member cannot report itself (a member that stops says leave)", where));
+    }
+    const Member& r = member_of(j, reporter);
+    const Member& d = member_of(j, dead);
+    if (generation > j.generation() || generation == 0) {
+        throw Error(Errc::mismatch,
+                    fmt::format("{}: the job has no generation {} (it is at {})", where, generation, j.generation()));
+    }
+    // A late report about a world already replaced changes nothing: its
+    // members are failed, stale or in the new world by now.
+    if (generation < j.generation()) return {std::string(dead), "ignored"};
+    // Active in that world, or a survivor of it already back in the round
+    // that replaces it.
+    if ((r.state != MemberState::active && !j.is_survivor(r)) || r.generation != generation) {
+        throw Error(Errc::mismatch,
+                    fmt::format("{}: the reporter is {} (generation {}), not an active member of generation {}; "
+                                "only a member of that world may report one of its peers",
+                                where, to_string(r.state), r.generation, generation));
+    }
+    if (d.generation != generation) {
+        throw Error(Errc::mismatch, fmt::format("{}: node '{}' is not in generation {} (it is {}, generation {})",
+                                                where, dead, generation, to_string(d.state), d.generation));
+    }
+    // Waiting: it joined again since (a restarted process), so whatever
+    // died is not what is there now.
+    if (d.state == MemberState::waiting) return {std::string(dead), "rejoined"};
+    if (d.state != MemberState::active) return {std::string(dead), "already_gone"};
+    const std::string reason = fmt::format("reported dead by node '{}' (generation {}){}{}", reporter, generation,
+                                           why.empty() ? "" : ": ", why);
+    emit(event::MemberRemoved{j.name(), t, std::string(dead), MemberState::failed, reason});
+    if (!j.round_open()) {
+        emit(event::RoundOpened{j.name(), t, fmt::format("node '{}' failed: {}", dead, reason)});
+    }
+    settle(j, t);
+    return {std::string(dead), "failed"};
+}
+
 void CoordinatorState::request_round(std::string_view job_name, std::string_view member, double now) {
     const double t = time_of(now);
     Job& j = job_for(job_name);

@@ -97,6 +97,23 @@ public:
     // it failed and why; it is marked failed at once instead of after
     // failure_timeout.
     void leave(std::string_view job, std::string_view member, double now, std::string_view failure = {});
+    // `reporter`, an active member of world `generation` (or a survivor of
+    // it already back in the round replacing it), saw `dead`, a
+    // member of the same world, die (its connection closed without a
+    // goodbye): `dead` is marked failed now ("reported dead by node
+    // 'REPORTER' ...: WHY"), as leave() with a failure, so the round closes
+    // once the live members are back instead of waiting last_call or
+    // failure_timeout for it. Outcome "failed"; "already_gone" when it had
+    // failed or left (another survivor reported first); "rejoined" when it
+    // joined again since (a restarted process: left alone); "ignored" for a
+    // world the job has already replaced (generation older than the job's).
+    // Error(mismatch) naming who and why when the reporter is not an active
+    // member of that generation (stale, failed, waiting, or in another
+    // world), when `dead` was not in it, or for a generation the job never
+    // had; Error(invalid_argument) for a member reporting itself;
+    // Error(not_found) for an unknown member.
+    ReportReply report_dead(std::string_view job, std::string_view reporter, uint64_t generation, std::string_view dead,
+                            std::string_view why, double now);
     // Opens a new round (rejoin policy on_request, or any time a member
     // wants the waiting nodes in).
     void request_round(std::string_view job, std::string_view member, double now);
