@@ -44,6 +44,7 @@ the case.
 """
 
 import argparse
+import contextlib
 import json
 import random
 import os
@@ -127,6 +128,10 @@ class Job:
         out = self.cluster.check_output(0, [sys.executable, "-c", script, self.url + "/v1/jobs/hosts"], timeout=15)
         return json.loads(out)
 
+    def rounds_seen(self):
+        """How many rounds each launcher has seen so far, by name."""
+        return {l.name: len(self.rounds(l)) for l in self.launchers}
+
     def rounds(self, launcher):
         """The sorted workers of each round_formed event so far."""
         return [sorted(e.get("workers", [])) for e in launcher.of("round_formed")]
@@ -184,6 +189,18 @@ class Job:
         self.server.stdout.close()
 
 
+@contextlib.contextmanager
+def job_on_three_hosts(tools, workdir, flags=()):
+    """(cluster, job): 3 emulated hosts and a job on them, taken down
+    (launchers, coordinator, hosts) whatever happens."""
+    with hosts.Cluster(3) as cluster:
+        job = Job(cluster, tools, workdir, flags)
+        try:
+            yield cluster, job
+        finally:
+            job.close()
+
+
 def workers(*host_ids):
     return [f"host{h}-{r}" for h in host_ids for r in (0, 1)]
 
@@ -197,120 +214,104 @@ def worker_output(launcher, member):
 # ------------------------------------------------------------------ cases
 
 def case_launcher(tools, workdir):
-    with hosts.Cluster(3) as cluster:
-        job = Job(cluster, tools, workdir)
-        try:
-            diff = job.finish(job.launchers)
-            for launcher in job.launchers:
-                check(workers(0, 1, 2) in job.rounds(launcher),
-                      f"{launcher.name}: no round of the 6 workers of the 3 hosts{launcher.describe()}")
-            print(f"launcher: one world of 6 over 3 hosts; weights within {diff:.3g} of the reference", flush=True)
-        finally:
-            job.close()
+    with job_on_three_hosts(tools, workdir) as (cluster, job):
+        diff = job.finish(job.launchers)
+        for launcher in job.launchers:
+            check(workers(0, 1, 2) in job.rounds(launcher),
+                  f"{launcher.name}: no round of the 6 workers of the 3 hosts{launcher.describe()}")
+        print(f"launcher: one world of 6 over 3 hosts; weights within {diff:.3g} of the reference", flush=True)
 
 
 def case_host_killed(tools, workdir):
-    with hosts.Cluster(3) as cluster:
-        job = Job(cluster, tools, workdir)
-        try:
-            job.wait_training()
-            seen = {l.name: len(job.rounds(l)) for l in job.launchers}
-            killed_at = time.time()
-            count = cluster.kill_processes(1)
-            check(count >= 3, f"host 1 had {count} processes to kill, expected its launcher and 2 workers")
-            job.launchers[1].wait(10)
-            survivors = [job.launchers[0], job.launchers[2]]
-            recovered = []
-            for launcher in survivors:
-                formed = job.wait_round(launcher, workers(0, 2), seen[launcher.name], "a world of hosts 0 and 2",
-                                        RECOVERY_BOUND_S + 5)
-                check(formed - killed_at <= RECOVERY_BOUND_S,
-                      f"{launcher.name}: the world without host 1 formed {formed - killed_at:.2f} s after the "
-                      f"kill, expected within {RECOVERY_BOUND_S:.1f} s{launcher.describe()}")
-                recovered.append(formed - killed_at)
-            diff = job.finish(survivors)
-            for launcher in survivors:
-                check(not launcher.of("relaunched"),
-                      f"{launcher.name} relaunched a worker: only host 1's died{launcher.describe()}")
-                late = [w for w in job.rounds(launcher)[seen[launcher.name]:] if any(m.startswith("host1") for m in w)]
-                check(not late, f"{launcher.name}: host 1's workers are in a round after the kill: {late}")
-            print(f"host_killed: a world of 4 {min(recovered):.2f} s after the kill (failure_timeout {FAILURE_TIMEOUT} s); "
-                  f"weights within {diff:.3g} of the reference", flush=True)
-        finally:
-            job.close()
+    with job_on_three_hosts(tools, workdir) as (cluster, job):
+        job.wait_training()
+        seen = job.rounds_seen()
+        killed_at = time.time()
+        count = cluster.kill_processes(1)
+        check(count >= 3, f"host 1 had {count} processes to kill, expected its launcher and 2 workers")
+        job.launchers[1].wait(10)
+        survivors = [job.launchers[0], job.launchers[2]]
+        recovered = []
+        for launcher in survivors:
+            formed = job.wait_round(launcher, workers(0, 2), seen[launcher.name], "a world of hosts 0 and 2",
+                                    RECOVERY_BOUND_S + 5)
+            check(formed - killed_at <= RECOVERY_BOUND_S,
+                  f"{launcher.name}: the world without host 1 formed {formed - killed_at:.2f} s after the "
+                  f"kill, expected within {RECOVERY_BOUND_S:.1f} s{launcher.describe()}")
+            recovered.append(formed - killed_at)
+        diff = job.finish(survivors)
+        for launcher in survivors:
+            check(not launcher.of("relaunched"),
+                  f"{launcher.name} relaunched a worker: only host 1's died{launcher.describe()}")
+            late = [w for w in job.rounds(launcher)[seen[launcher.name]:] if any(m.startswith("host1") for m in w)]
+            check(not late, f"{launcher.name}: host 1's workers are in a round after the kill: {late}")
+        print(f"host_killed: a world of 4 {min(recovered):.2f} s after the kill (failure_timeout {FAILURE_TIMEOUT} s); "
+              f"weights within {diff:.3g} of the reference", flush=True)
 
 
 def case_host_killed_restart_all(tools, workdir):
     """torchrun's habit (--restart all): a host lost restarts every
     survivor's workers in a new world, charged to each launcher's budget."""
-    with hosts.Cluster(3) as cluster:
-        job = Job(cluster, tools, workdir, ["--restart", "all", "--max-restarts", "1"])
-        try:
-            job.wait_training()
-            seen = {l.name: len(job.rounds(l)) for l in job.launchers}
-            killed_at = time.time()
-            cluster.kill_processes(1)
-            job.launchers[1].wait(10)
-            survivors = [job.launchers[0], job.launchers[2]]
-            restarted = [f"{w}.1" for w in workers(0, 2)]
-            for launcher in survivors:
-                formed = job.wait_round(launcher, restarted, seen[launcher.name],
-                                        "a world of hosts 0 and 2's restarted workers", RECOVERY_BOUND_S + 15)
-                restarts = launcher.of("restarting")
-                check(len(restarts) == 1, f"{launcher.name}: {len(restarts)} group restarts, expected 1"
-                      f"{launcher.describe()}")
-                check("restart 1 of 1" in launcher.output(),
-                      f"{launcher.name}: the restart is not charged to the budget (no 'restart 1 of 1')"
-                      f"{launcher.describe()}")
-            diff = job.finish(survivors)
-            print(f"host_killed_restart_all: one group restart per survivor (budget 1), a world of 4 "
-                  f"{formed - killed_at:.2f} s after the kill; weights within {diff:.3g} of the reference", flush=True)
-        finally:
-            job.close()
+    with job_on_three_hosts(tools, workdir, ["--restart", "all", "--max-restarts", "1"]) as (cluster, job):
+        job.wait_training()
+        seen = job.rounds_seen()
+        killed_at = time.time()
+        cluster.kill_processes(1)
+        job.launchers[1].wait(10)
+        survivors = [job.launchers[0], job.launchers[2]]
+        restarted = [f"{w}.1" for w in workers(0, 2)]
+        for launcher in survivors:
+            formed = job.wait_round(launcher, restarted, seen[launcher.name],
+                                    "a world of hosts 0 and 2's restarted workers", RECOVERY_BOUND_S + 15)
+            restarts = launcher.of("restarting")
+            check(len(restarts) == 1, f"{launcher.name}: {len(restarts)} group restarts, expected 1"
+                  f"{launcher.describe()}")
+            check("restart 1 of 1" in launcher.output(),
+                  f"{launcher.name}: the restart is not charged to the budget (no 'restart 1 of 1')"
+                  f"{launcher.describe()}")
+        diff = job.finish(survivors)
+        print(f"host_killed_restart_all: one group restart per survivor (budget 1), a world of 4 "
+              f"{formed - killed_at:.2f} s after the kill; weights within {diff:.3g} of the reference", flush=True)
 
 
 FENCED = re.compile(r"fenced")
 
 
 def case_partition(tools, workdir):
-    with hosts.Cluster(3) as cluster:
-        job = Job(cluster, tools, workdir)
-        try:
-            job.wait_training()
-            seen = {l.name: len(job.rounds(l)) for l in job.launchers}
-            cut_at = time.time()
-            cluster.link_down(1)
-            a, b, c = job.launchers
-            formed = [job.wait_round(l, workers(0, 2), seen[l.name], "a world of hosts 0 and 2", RECOVERY_BOUND_S + 5)
-                      for l in (a, c)]
-            check(max(formed) - cut_at <= RECOVERY_BOUND_S,
-                  f"the world without host 1 formed {max(formed) - cut_at:.2f} s after the link went down, expected "
-                  f"within {RECOVERY_BOUND_S:.1f} s{a.describe()}")
-            # The far side fences itself: a collective under way aborts,
-            # naming why. A worker waiting on the coordinator instead (a
-            # lease, a report: retried through outages) is in no collective;
-            # it learns when the link is back.
-            before = {m: len(worker_output(b, m)) for m in workers(1)}
-            time.sleep(FAILURE_TIMEOUT * 1.5 + HEARTBEAT + 1.0)
-            fenced, failures = [], []
-            for m in workers(1):
-                lines = worker_output(b, m)[before[m]:]
-                failures += [line for line in lines if "collective failed" in line and not FENCED.search(line)]
-                if any(FENCED.search(line) for line in lines):
-                    fenced.append(m)
-            check(not failures, f"host 1's collectives failed, while cut off, for another reason than fencing: "
-                  f"{failures}{b.describe()}")
-            seen_a = len(job.rounds(a))
-            cluster.link_up(1)
-            healed_at = time.time()
-            rejoined = job.wait_round(a, workers(0, 1, 2), seen_a, "a world of 6 again after the link came back",
-                                      30)
-            diff = job.finish(job.launchers)
-            print(f"partition: a world of 4 {min(formed) - cut_at:.2f} s after the cut; {len(fenced)} of host 1's "
-                  f"2 workers were in a collective and fenced themselves; a world of 6 {rejoined - healed_at:.2f} s after the link came back; "
-                  f"weights within {diff:.3g} of the reference", flush=True)
-        finally:
-            job.close()
+    with job_on_three_hosts(tools, workdir) as (cluster, job):
+        job.wait_training()
+        seen = job.rounds_seen()
+        cut_at = time.time()
+        cluster.link_down(1)
+        a, b, c = job.launchers
+        formed = [job.wait_round(l, workers(0, 2), seen[l.name], "a world of hosts 0 and 2", RECOVERY_BOUND_S + 5)
+                  for l in (a, c)]
+        check(max(formed) - cut_at <= RECOVERY_BOUND_S,
+              f"the world without host 1 formed {max(formed) - cut_at:.2f} s after the link went down, expected "
+              f"within {RECOVERY_BOUND_S:.1f} s{a.describe()}")
+        # The far side fences itself: a collective under way aborts,
+        # naming why. A worker waiting on the coordinator instead (a
+        # lease, a report: retried through outages) is in no collective;
+        # it learns when the link is back.
+        before = {m: len(worker_output(b, m)) for m in workers(1)}
+        time.sleep(FAILURE_TIMEOUT * 1.5 + HEARTBEAT + 1.0)
+        fenced, failures = [], []
+        for m in workers(1):
+            lines = worker_output(b, m)[before[m]:]
+            failures += [line for line in lines if "collective failed" in line and not FENCED.search(line)]
+            if any(FENCED.search(line) for line in lines):
+                fenced.append(m)
+        check(not failures, f"host 1's collectives failed, while cut off, for another reason than fencing: "
+              f"{failures}{b.describe()}")
+        seen_a = len(job.rounds(a))
+        cluster.link_up(1)
+        healed_at = time.time()
+        rejoined = job.wait_round(a, workers(0, 1, 2), seen_a, "a world of 6 again after the link came back",
+                                  30)
+        diff = job.finish(job.launchers)
+        print(f"partition: a world of 4 {min(formed) - cut_at:.2f} s after the cut; {len(fenced)} of host 1's "
+              f"2 workers were in a collective and fenced themselves; a world of 6 {rejoined - healed_at:.2f} s after the link came back; "
+              f"weights within {diff:.3g} of the reference", flush=True)
 
 
 CASES = {"launcher": case_launcher, "host_killed": case_host_killed,
