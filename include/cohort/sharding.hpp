@@ -60,8 +60,9 @@ struct PlanOptions {
 class COHORT_API ShardPlan {
 public:
     // Every shard gets `replication` distinct members among the ready nodes
-    // of `members` whose role is in options.roles, on distinct hosts (then
-    // racks) where there are enough.
+    // of `members` whose role is in options.roles, spread over hosts and
+    // racks as far as they allow (distinct ones where there are enough); a
+    // member goes over its load cap before two replicas share a rack.
     // Throws Error(invalid_argument) for bad options and
     // Error(unsatisfiable) when replication exceeds the member count.
     static ShardPlan create(const ShardSet& shards, const Topology& members,

@@ -19,7 +19,7 @@ uint32_t intern(std::map<Key, uint32_t>& ids, Key key) {
 
 }  // namespace
 
-Placement::Placement(const Topology& members, uint32_t replication, uint64_t cap, bool even, uint64_t placements)
+Placement::Placement(const Topology& members, uint64_t cap, bool even, uint64_t placements)
     : loads_(members.size(), 0), cap_(cap), cap_quota_(members.size()) {
     if (even && !members.empty()) {
         const uint64_t n = members.size();
@@ -41,18 +41,49 @@ Placement::Placement(const Topology& members, uint32_t replication, uint64_t cap
         best = std::max(best, hw);
     }
     for (double& hw : hardware_) hw = best > 0 ? hw / best : 0.0;
-    distinct_hosts_ = hosts.size() >= replication;
-    distinct_racks_ = racks.size() >= replication;
+    hosts_ = static_cast<uint32_t>(hosts.size());
+    racks_ = static_cast<uint32_t>(racks.size());
+}
+
+bool Placement::evenly_spread(const std::vector<uint32_t>& group, uint32_t groups, uint32_t m,
+                              std::span<const uint32_t> taken) {
+    uint32_t mine = 0;
+    for (uint32_t t : taken) mine += group[t] == group[m] ? 1 : 0;
+    if (mine == 0) return true;
+    // Some group holds none of the shard yet: m's group must wait its turn.
+    if (taken.size() < groups) return false;
+    // Every group may hold some (fewer groups than replicas): m's group may
+    // take another only if no group holds fewer. Taken is a handful of
+    // members, so counting pairwise is cheapest.
+    uint32_t present = 0;
+    for (std::size_t i = 0; i < taken.size(); ++i) {
+        bool first = true;
+        uint32_t count = 0;
+        for (std::size_t j = 0; j < taken.size(); ++j) {
+            if (group[taken[j]] != group[taken[i]]) continue;
+            if (j < i) first = false;
+            ++count;
+        }
+        if (!first) continue;
+        ++present;
+        if (count < mine) return false;
+    }
+    return present == groups;
 }
 
 bool Placement::allows(uint32_t m, std::span<const uint32_t> taken, Strictness strictness) const {
     if (strictness.within_cap && !has_room(m)) return false;
-    for (uint32_t t : taken) {
+    for (uint32_t t : taken)
         if (t == m) return false;
-        if (strictness.spread != Spread::none && distinct_hosts_ && host_[t] == host_[m]) return false;
-        if (strictness.spread == Spread::hosts_and_racks && distinct_racks_ && rack_[t] == rack_[m]) return false;
-    }
+    if (strictness.spread != Spread::none && !evenly_spread(host_, hosts_, m, taken)) return false;
+    if (strictness.spread == Spread::hosts_and_racks && !evenly_spread(rack_, racks_, m, taken)) return false;
     return true;
+}
+
+Spread Placement::spread_with(uint32_t m, std::span<const uint32_t> others) const {
+    if (!evenly_spread(host_, hosts_, m, others)) return Spread::none;
+    if (!evenly_spread(rack_, racks_, m, others)) return Spread::hosts;
+    return Spread::hosts_and_racks;
 }
 
 std::optional<uint32_t> Placement::scan(uint32_t start, std::span<const uint32_t> taken) const {

@@ -14,9 +14,14 @@
 namespace cohort::detail {
 
 // How strict a placement is: which spreading rules for the replicas of one
-// shard hold (distinct hosts, distinct racks; each only where there are at
-// least `replication` of them), and whether the member must be under the cap.
+// shard hold, and whether the member must be under the cap. A spreading rule
+// lets a member take a replica only if its host (rack) holds no more of the
+// shard's replicas than every other host (rack) does: with at least
+// `replication` hosts that means distinct hosts, with fewer it spreads the
+// replicas as evenly as the hosts allow. Listed strictest first.
 enum class Spread { hosts_and_racks, hosts, none };
+// The stricter of two spreads.
+constexpr Spread stricter(Spread a, Spread b) { return a < b ? a : b; }
 struct Strictness {
     Spread spread;
     bool within_cap;
@@ -34,7 +39,7 @@ public:
     // Members hold at most `cap` placements. With `even`, the cap is exact:
     // of `placements` over the members, only placements % members of them
     // may reach ceil(average); the rest stop at floor(average).
-    Placement(const Topology& members, uint32_t replication, uint64_t cap, bool even = false,
+    Placement(const Topology& members, uint64_t cap, bool even = false,
               uint64_t placements = 0);
 
     uint32_t size() const { return static_cast<uint32_t>(host_.size()); }
@@ -45,6 +50,8 @@ public:
 
     // May member m hold another replica of a shard already held by `taken`?
     bool allows(uint32_t m, std::span<const uint32_t> taken, Strictness strictness) const;
+    // The strictest spread member m keeps with the shard's other replicas.
+    Spread spread_with(uint32_t m, std::span<const uint32_t> others) const;
     // Whether m is below its cap, counting the even split's quota.
     bool has_room(uint32_t m) const {
         return loads_[m] + 1 < cap_ || (loads_[m] + 1 == cap_ && at_cap_ < cap_quota_);
@@ -66,6 +73,10 @@ public:
     std::optional<uint32_t> scan(uint32_t start, std::span<const uint32_t> taken, Strictness level) const;
 
 private:
+    // m's group (host or rack) holds no more of `taken` than any other group.
+    static bool evenly_spread(const std::vector<uint32_t>& group, uint32_t groups, uint32_t m,
+                              std::span<const uint32_t> taken);
+
     std::vector<uint32_t> host_;
     std::vector<uint32_t> rack_;
     std::vector<double> hardware_;  // gpu_count * gpu_memory relative to the best, [0, 1]
@@ -73,8 +84,8 @@ private:
     uint64_t cap_;
     uint64_t cap_quota_;   // members that may reach cap_
     uint64_t at_cap_ = 0;  // members at cap_ or above
-    bool distinct_hosts_;
-    bool distinct_racks_;
+    uint32_t hosts_ = 0;
+    uint32_t racks_ = 0;
 };
 
 // Rendezvous hashing made cheap. Each member owns kSlotsPerMember slots of

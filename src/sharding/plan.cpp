@@ -110,7 +110,7 @@ ShardPlan PlanBuilder::create(const ShardSet& shards, const Topology& members, c
 
     const uint32_t r = options.replication;
     const uint64_t count = shards.size();
-    detail::Placement placement(plan.members_, r, cap(options, count * r, plan.member_count()),
+    detail::Placement placement(plan.members_, cap(options, count * r, plan.member_count()),
                                 even_split(options), count * r);
     auto chooser = detail::make_chooser({shards, plan.members_, options, placement, plan.table_bits_});
     plan.owners_.resize(count * r);
@@ -125,8 +125,9 @@ ShardPlan PlanBuilder::create(const ShardSet& shards, const Topology& members, c
     // with room already hold the shard); repair by shedding the excess.
     if (options.strategy != Strategy::custom) {
         // Every placement is new, so any may move.
-        detail::Rebalancer(plan.owners_, r, placement, std::vector<bool>(plan.owners_.size(), true))
-            .shed_over_cap(std::vector<bool>(plan.member_count(), false));
+        detail::Rebalancer rebalancer(plan.owners_, r, placement, std::vector<bool>(plan.owners_.size(), true));
+        rebalancer.shed_over_cap(std::vector<bool>(plan.member_count(), false));
+        rebalancer.level();
     }
     finish(plan);
     return plan;

@@ -1,6 +1,8 @@
 #include "sharding/rebalance.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <unordered_set>
 
 namespace cohort::detail {
 
@@ -20,6 +22,12 @@ std::span<const uint32_t> Rebalancer::others(uint64_t p) {
     return scratch_;
 }
 
+bool Rebalancer::may_take(uint32_t to, uint64_t p, uint32_t from, Strictness level) {
+    const auto rest = others(p);
+    const Strictness kept{stricter(level.spread, placement_.spread_with(from, rest)), level.within_cap};
+    return placement_.allows(to, rest, kept);
+}
+
 bool Rebalancer::move(uint32_t from, uint32_t to, Strictness strictness, bool moved_only) {
     auto& list = held_[from];
     // Already-moved placements first, then the rest; newest first in each.
@@ -27,7 +35,7 @@ bool Rebalancer::move(uint32_t from, uint32_t to, Strictness strictness, bool mo
         if (!want_moved && moved_only) break;
         for (std::size_t i = list.size(); i-- > 0;) {
             const uint64_t p = list[i];
-            if (moved_[p] != want_moved || !placement_.allows(to, others(p), strictness)) continue;
+            if (moved_[p] != want_moved || !may_take(to, p, from, strictness)) continue;
             list[i] = list.back();
             list.pop_back();
             owners_[p] = to;
@@ -50,8 +58,10 @@ void Rebalancer::retake(uint32_t from, uint32_t to) {
 }
 
 // The rules a rebalancing move keeps: the spread of replicas over racks and
-// hosts if it can, over hosts at least.
-constexpr Strictness kMoveLevels[] = {{Spread::hosts_and_racks, true}, {Spread::hosts, true}};
+// hosts if it can, else at least the spread the placement has now. Balance
+// never costs spread: a member stays over the cap rather than put two
+// replicas of a shard in one rack (see may_take).
+constexpr Strictness kMoveLevels[] = {{Spread::hosts_and_racks, true}, {Spread::none, true}};
 
 void Rebalancer::fill(std::span<const uint32_t> takers, uint64_t target) {
     for (uint32_t m : takers) {
@@ -98,7 +108,7 @@ bool Rebalancer::shed_by_exchange(uint32_t from) {
         for (uint32_t via = 0; via < held_.size(); ++via) {
             if (via == from) continue;
             for (uint64_t p : held_[from]) {
-                if (!moved_[p] || !placement_.allows(via, others(p), over_cap)) continue;
+                if (!moved_[p] || !may_take(via, p, from, over_cap)) continue;
                 for (auto it = by_load_.begin(); it != by_load_.end() && it->first < placement_.cap(); ++it) {
                     const uint32_t to = it->second;
                     if (to == via || to == from || !move(via, to, level, true)) continue;
@@ -132,6 +142,41 @@ void Rebalancer::shed_over_cap(const std::vector<bool>& preferred) {
         stuck.push_back(from);
     }
     for (uint32_t m : stuck) by_load_.emplace(placement_.load(m), m);
+}
+
+void Rebalancer::level() {
+    // Nothing to do unless the spreading rules held someone over the cap:
+    // otherwise the cap already evened the loads out.
+    bool forced = false;
+    for (uint32_t m = 0; m < placement_.size() && !forced; ++m) forced = placement_.over_cap(m);
+    if (!forced) return;
+    // A pair that found no movable placement is not tried again, which
+    // bounds the scans by members x placements even when a member's whole
+    // list is pinned by the spread (a lone rack's node holding every shard).
+    std::unordered_set<uint64_t> failed;
+    std::set<std::pair<uint64_t, uint32_t>> open = by_load_;  // (load, member) not yet done
+    while (open.size() > 1) {
+        const auto [low, to] = *open.begin();
+        std::optional<uint32_t> gave;  // the member `to` took a placement from
+        for (auto it = open.rbegin(); it != open.rend() && it->first > low + 1 && !gave; ++it) {
+            const uint32_t from = it->second;
+            const uint64_t pair = uint64_t{from} << 32 | to;
+            if (failed.contains(pair)) continue;
+            for (Strictness level : kMoveLevels) {
+                // Loads only: the cap is what went wrong here.
+                if (move(from, to, {level.spread, false})) {
+                    gave = from;
+                    break;
+                }
+            }
+            if (!gave) failed.insert(pair);
+        }
+        open.erase({low, to});
+        if (!gave) continue;  // nothing fits `to`: done with it
+        open.erase({placement_.load(*gave) + 1, *gave});
+        open.emplace(placement_.load(*gave), *gave);
+        open.emplace(placement_.load(to), to);
+    }
 }
 
 }  // namespace cohort::detail

@@ -22,6 +22,9 @@ public:
     // `strictness` (only one that already moved, if `moved_only`); false if
     // there is none.
     bool move(uint32_t from, uint32_t to, Strictness strictness, bool moved_only = false);
+    // Whether `to` may take placement p from `from` under `level`, keeping at
+    // least the spread p has on `from`.
+    bool may_take(uint32_t to, uint64_t p, uint32_t from, Strictness level);
     // Each member in `takers` (below `target`) takes placements from the most
     // loaded members until it reaches `target` or nothing fits.
     void fill(std::span<const uint32_t> takers, uint64_t target);
@@ -29,6 +32,12 @@ public:
     // one: placements that already moved to anyone with room (`preferred`
     // members first), others only to `preferred` members.
     void shed_over_cap(const std::vector<bool>& preferred);
+    // When the spreading rules keep some members over the cap, the cap no
+    // longer evens out the loads: move placements from the most to the
+    // least loaded members, while their loads differ by more than one and
+    // some move keeps the spread. Only where every placement may move
+    // (create), since it ignores `moved`.
+    void level();
 
 private:
     bool shed_one(uint32_t from, const std::vector<bool>& preferred, bool moved_only);

@@ -41,7 +41,7 @@ ShardPlan PlanBuilder::replan(const ShardPlan& old, const Topology& new_members,
 
     const uint32_t r = options.replication;
     const uint64_t placements = plan.shard_count() * r;
-    detail::Placement placement(plan.members_, r, cap(options, placements, n), even_split(options), placements);
+    detail::Placement placement(plan.members_, cap(options, placements, n), even_split(options), placements);
 
     std::vector<uint32_t> renumber(old.member_count(), kUnowned);
     std::vector<bool> newcomer(n, true);

@@ -57,6 +57,14 @@ inline void check_plan(const ShardPlan& plan) {
     EXPECT_EQ(total, plan.shard_count() * r);
 }
 
+// "id (load), ..." for a shard's owners, for failure messages.
+inline std::string owners_text(const ShardPlan& plan, uint64_t shard) {
+    std::string text;
+    for (uint32_t m : plan.owners(shard))
+        text += (text.empty() ? "" : ", ") + plan.members()[m].id + " (load " + std::to_string(plan.load(m)) + ")";
+    return text;
+}
+
 inline uint64_t max_load(const ShardPlan& plan) {
     uint64_t m = 0;
     for (uint64_t l : plan.loads()) m = std::max(m, l);

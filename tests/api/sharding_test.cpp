@@ -31,14 +31,6 @@ PlanOptions options_for(Strategy strategy, uint32_t replication, uint64_t seed =
     return o;
 }
 
-// "id (load), ..." for a shard's owners, for failure messages.
-std::string owners_text(const ShardPlan& plan, uint64_t shard) {
-    std::string text;
-    for (uint32_t m : plan.owners(shard))
-        text += (text.empty() ? "" : ", ") + plan.members()[m].id + " (load " + std::to_string(plan.load(m)) + ")";
-    return text;
-}
-
 class EveryStrategy : public ::testing::TestWithParam<Strategy> {};
 
 TEST_P(EveryStrategy, EveryShardGetsReplicationDistinctMembers) {
