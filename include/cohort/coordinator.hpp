@@ -57,7 +57,9 @@ struct COHORT_API CoordinatorOptions {
     // request that carries an Idempotency-Key is kept for idempotency_window
     // (at most idempotency_keys keys, the oldest forgotten first), and a
     // retry with the same key gets that answer instead of applying the
-    // change again. 0 for either: nothing is kept.
+    // change again. With a data_dir the answers are journaled with their
+    // changes, so this holds across a restart (kill -9 included). 0 for
+    // either: nothing is kept.
     std::chrono::milliseconds idempotency_window{std::chrono::minutes(10)};
     std::size_t idempotency_keys = 10000;
     // Seconds on a clock that survives restarts; Unix time by default. Tests

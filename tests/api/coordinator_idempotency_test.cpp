@@ -374,5 +374,46 @@ TEST(CoordinatorIdempotency, RetryDuringTheJournalSyncIsNotAppliedTwice) {
     EXPECT_EQ(client.store_add("j", gen, "n", 0), 7);
 }
 
+// The answer to a keyed change is journaled with the change: a coordinator
+// that stops after granting a lease (its answer lost on the way) and starts
+// again from its directory answers the retry with the same lease, instead
+// of granting a second one. Before, the keys lived in memory only.
+TEST(CoordinatorIdempotency, ARetryAfterARestartGetsTheFirstAnswer) {
+    CommTempDir dir;
+    CoordinatorOptions o;
+    o.data_dir = dir.path();
+    std::string lease_target, first_lease, first_add;
+    uint64_t gen = 0;
+    {
+        Coordinator server(o);
+        CoordinatorClient client(server.url(), retrying());
+        client.create_job("j", closes_at(1));
+        gen = client.join("j", node("a")).generation;
+        client.register_dataset("j", R"({"shards": [{"id": "s0", "bytes": 10}, {"id": "s1", "bytes": 10}]})");
+        lease_target = "/v1/jobs/j/shards/next";
+        first_lease = exchange(server.port(), "POST", lease_target, R"({"member": "a"})", "lease-key");
+        ASSERT_THAT(first_lease, HasSubstr("200 OK"));
+        first_add = exchange(server.port(), "POST", "/v1/jobs/j/store/" + std::to_string(gen) + "/n/add",
+                             R"({"delta": 5})", "add-key");
+        ASSERT_THAT(first_add, HasSubstr(R"("value":5)"));
+    }
+    Coordinator again(o);
+    const auto body = [](const std::string& answer) { return answer.substr(answer.find("\r\n\r\n")); };
+    const std::string retried = exchange(again.port(), "POST", lease_target, R"({"member": "a"})", "lease-key");
+    EXPECT_EQ(body(retried), body(first_lease));
+    const std::string added = exchange(again.port(), "POST", "/v1/jobs/j/store/" + std::to_string(gen) + "/n/add",
+                                       R"({"delta": 5})", "add-key");
+    EXPECT_EQ(body(added), body(first_add));
+    CoordinatorClient client(again.url(), retrying());
+    EXPECT_EQ(client.store_add("j", gen, "n", 0), 5);  // applied once
+    // One lease was granted, not two: the other shard is still there to lease.
+    const ShardLease next = client.next_shard("j", "a");
+    ASSERT_TRUE(next.granted);
+    EXPECT_THAT(first_lease, ::testing::Not(HasSubstr("\"" + next.shard_id + "\"")));
+    EXPECT_FALSE(client.next_shard("j", "a").granted);
+    // The same key on another request is still told apart after the restart.
+    EXPECT_THAT(exchange(again.port(), "POST", lease_target, R"({"member": "b"})", "lease-key"), HasSubstr("422"));
+}
+
 }  // namespace
 }  // namespace cohort::test

@@ -146,7 +146,7 @@ std::string Coordinator::Impl::prometheus() const {
     out += fmt::format("cohort_coordinator_idempotent_replays_total {}\n", replayed);
     header(out, "cohort_coordinator_idempotency_keys", "gauge",
            "Idempotency keys whose first answers are kept (at most idempotency_keys, for idempotency_window).");
-    out += fmt::format("cohort_coordinator_idempotency_keys {}\n", answered.size());
+    out += fmt::format("cohort_coordinator_idempotency_keys {}\n", state.answers().size());
     if (durable) {
         const coord::JournalStats journal = durable->stats();
         header(out, "cohort_coordinator_journal_seq", "gauge", "The newest journaled event's sequence number.");

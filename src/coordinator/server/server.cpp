@@ -151,9 +151,10 @@ Coordinator::Impl::Impl(CoordinatorOptions opts)
       lock(options.data_dir),
       durable(open_journal(options.data_dir)),
       state(durable ? durable->state() : memory_state),
-      gate(connection_limits(options)),
-      answered({options.idempotency_window, options.idempotency_keys}) {
+      gate(connection_limits(options)) {
     state.set_max_members(options.max_members);
+    state.set_answer_limits({std::chrono::duration<double>(options.idempotency_window).count(),
+                             options.idempotency_keys, coord::AnswerLimits{}.bytes});
     if (durable) {
         // The outage is nobody's silence: heartbeat and lease clocks start
         // again now, and that restart is journaled too.
@@ -267,6 +268,23 @@ void Coordinator::Impl::tick_by(double deadline) {
 }
 
 void Coordinator::Impl::changed(std::string_view job) {
+    if (deferred_changes) {
+        deferred_changes->emplace_back(job);
+        return;
+    }
+    commit_changes();
+    if (const coord::Job* j = job.empty() ? nullptr : state.find_job(job)) {
+        if (const auto at = j->closes_at()) tick_by(*at);
+    }
+    if (job.empty()) {
+        for (auto& [name, list] : parked) recheck(name, list, false);
+    } else if (const auto it = parked.find(job); it != parked.end()) {
+        recheck(it->first, it->second, false);
+    }
+    std::erase_if(parked, [](const auto& entry) { return entry.second.reads.empty(); });
+}
+
+void Coordinator::Impl::commit_changes() {
     if (durable) {
         // Queued for the writer; answer() holds the caller's reply until it
         // is synced. A write that fails leaves the journal unusable; clients
@@ -281,15 +299,6 @@ void Coordinator::Impl::changed(std::string_view job) {
     } else {
         state.take_events();
     }
-    if (const coord::Job* j = job.empty() ? nullptr : state.find_job(job)) {
-        if (const auto at = j->closes_at()) tick_by(*at);
-    }
-    if (job.empty()) {
-        for (auto& [name, list] : parked) recheck(name, list, false);
-    } else if (const auto it = parked.find(job); it != parked.end()) {
-        recheck(it->first, it->second, false);
-    }
-    std::erase_if(parked, [](const auto& entry) { return entry.second.reads.empty(); });
 }
 
 void Coordinator::Impl::answer(const std::shared_ptr<HttpSession>& session, Response response) {
@@ -312,7 +321,7 @@ void Coordinator::Impl::on_durable(uint64_t seq, std::exception_ptr failure) {
         std::fprintf(stderr, "cohort-coordinator: journal: %s\n", journal_failure.c_str());
         // The answers kept may be of changes that never became durable: a
         // retry must not be told they were made.
-        answered.clear();
+        state.forget_answers();
         // Not durable, so not acknowledged: the clients retry.
         const Error refused(Errc::unavailable, fmt::format("the coordinator cannot save changes: {}", journal_failure));
         for (auto& h : std::exchange(held, {})) h.session->send(coord::server::error_response(refused));

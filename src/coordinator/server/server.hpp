@@ -159,10 +159,13 @@ struct Coordinator::Impl {
     std::map<std::string, coord::server::WorldCache, std::less<>> worlds;  // by job
     coord::server::LatencyHistogram heartbeat_latency;
     std::array<uint64_t, 6> responses{};  // by status class: 1xx..5xx, [0] unused
-    // First answers by Idempotency-Key (idempotency.cpp), and how many
-    // retries they answered.
-    coord::server::IdempotencyTable answered;
+    // Retries answered with the first answer to their Idempotency-Key (the
+    // answers are the state's: CoordinatorState::find_answer).
     uint64_t replayed = 0;
+    // While route_once() routes a keyed change: the jobs changed() was told
+    // about, so that the change and its kept answer are committed together,
+    // and no parked read sees the change before both are journaled.
+    std::optional<std::vector<std::string>> deferred_changes;
 
     double now() const;
     void bind();
@@ -190,6 +193,9 @@ struct Coordinator::Impl {
     // the journal (or drops them without one), then rechecks the parked
     // reads of `job` (all jobs when empty).
     void changed(std::string_view job);
+    // The journal part of changed(): queues the state's new events for the
+    // writer (or drops them without a data directory).
+    void commit_changes();
     // Every answer goes through here: it is sent once the journal holds
     // every change made so far (heartbeats aside: DurableState::answer_seq),
     // at once without a data directory, so no client hears of a change a

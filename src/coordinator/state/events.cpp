@@ -65,6 +65,9 @@ std::string_view type_of(const LeaseCompleted&) {
 std::string_view type_of(const LeaseExpired&) {
     return "lease_expired";
 }
+std::string_view type_of(const AnswerKept&) {
+    return "answer_kept";
+}
 std::string_view type_of(const Resumed&) {
     return "resumed";
 }
@@ -190,6 +193,7 @@ std::vector<std::string_view> fields_of(std::string_view type) {
     if (type == "lease_completed") return {"type", "time", "job", "member", "lease"};
     if (type == "lease_expired") return {"type", "time", "job", "lease"};
     if (type == "resumed") return {"type", "time"};
+    if (type == "answer_kept") return {"type", "time", "key", "fingerprint", "status", "body", "content_type", "allow"};
     if (type == "job_deleted") return {"type", "time", "job"};
     return {};  // unknown
 }
@@ -209,6 +213,16 @@ json::object to_json(const Event& e) {
     std::visit(Overloaded{[&](const Resumed& x) {
                               o["type"] = type_of(x);
                               o["time"] = x.time;
+                          },
+                          [&](const AnswerKept& x) {
+                              o["type"] = type_of(x);
+                              o["time"] = x.time;
+                              o["key"] = x.key;
+                              o["fingerprint"] = x.fingerprint;
+                              o["status"] = x.answer.status;
+                              o["body"] = bytes_to_json(x.answer.body);
+                              o["content_type"] = x.answer.content_type;
+                              if (!x.answer.allow.empty()) o["allow"] = x.answer.allow;
                           },
                           [&](const auto& x) {
                               o["type"] = type_of(x);
@@ -235,6 +249,16 @@ Event event_from_json(const json::value& value) {
     reader.allow(fields);
     const double time = reader.number("time");
     if (type == "resumed") return Resumed{time};
+    if (type == "answer_kept") {
+        AnswerKept e{time, reader.string("key"), reader.string("fingerprint"), {}};
+        const uint64_t status = reader.uint("status");
+        if (status < 100 || status > 599) reader.fail("status", fmt::format("{} is not an HTTP status", status));
+        e.answer.status = static_cast<unsigned>(status);
+        e.answer.body = bytes_from_json(reader.value("body"), reader.where() + ": body", kCode);
+        e.answer.content_type = reader.string("content_type");
+        e.answer.allow = reader.string_or("allow", "");
+        return e;
+    }
     return read(type, reader, reader.string("job"), time);
 }
 

@@ -6,6 +6,7 @@
 // and no decision, only the same code.
 #pragma once
 
+#include "coordinator/state/answers.hpp"
 #include "coordinator/state/dataset_plan.hpp"
 #include "coordinator/state/member.hpp"
 #include "coordinator/state/settings.hpp"
@@ -122,6 +123,16 @@ struct Resumed {
     double time = 0;
 };
 
+// The first answer to a change that carried an Idempotency-Key, journaled
+// in the same commit as the change, so that a retry after a restart gets it
+// again. Not a job's: keys are the coordinator's.
+struct AnswerKept {
+    double time = 0;
+    std::string key;
+    std::string fingerprint;  // the request it answers (method, target, body hash)
+    KeptAnswer answer;
+};
+
 }  // namespace cohort::coord::event
 
 namespace cohort::coord {
@@ -129,7 +140,8 @@ namespace cohort::coord {
 using Event =
     std::variant<event::JobCreated, event::JobDeleted, event::MemberJoined, event::MemberRemoved, event::RoundOpened,
                  event::RoundClosed, event::Heartbeat, event::StoreSet, event::StoreRemoved, event::DatasetRegistered,
-                 event::LeaseGranted, event::LeaseCompleted, event::LeaseExpired, event::Resumed>;
+                 event::LeaseGranted, event::LeaseCompleted, event::LeaseExpired, event::Resumed,
+                 event::AnswerKept>;
 
 // "member_joined", "round_closed", ...: the "type" field of its JSON.
 std::string_view event_type(const Event& event);

@@ -97,6 +97,7 @@ void CoordinatorState::apply(const Event& event) {
             [&](const event::Resumed& e) {
                 for (auto& [name, j] : jobs_) j.apply(e);
             },
+            [&](const event::AnswerKept& e) { answers_.remember(e.key, e.fingerprint, e.answer, e.time); },
             [&](const auto& e) {
                 const auto it = jobs_.find(e.job);
                 if (it == jobs_.end()) {
@@ -150,6 +151,11 @@ void CoordinatorState::tick(double now) {
     }
 }
 
+void CoordinatorState::keep_answer(std::string key, std::string fingerprint, KeptAnswer answer, double now) {
+    if (!answers_.keeps(key, fingerprint, answer)) return;
+    emit(event::AnswerKept{time_of(now), std::move(key), std::move(fingerprint), std::move(answer)});
+}
+
 void CoordinatorState::resume(double now) {
     emit(event::Resumed{time_of(now)});
 }
@@ -178,12 +184,13 @@ json::value CoordinatorState::snapshot() const {
     out["version"] = kSnapshotVersion;
     out["clock"] = clock_;
     out["jobs"] = std::move(jobs);
+    if (answers_.size() > 0) out["answers"] = answers_.to_json();
     return out;
 }
 
 CoordinatorState CoordinatorState::from_snapshot(const json::value& value) {
     detail::FieldReader reader(value, "coordinator snapshot", Errc::parse);
-    reader.allow({"format", "version", "clock", "jobs"});
+    reader.allow({"format", "version", "clock", "jobs", "answers"});
     if (reader.string("format") != kSnapshotFormat) {
         reader.fail("format", fmt::format("is '{}', expected '{}'", reader.string("format"), kSnapshotFormat));
     }
@@ -200,6 +207,9 @@ CoordinatorState CoordinatorState::from_snapshot(const json::value& value) {
         if (!state.jobs_.emplace(name, std::move(j)).second) {
             reader.fail("jobs", fmt::format("job '{}' appears twice", name));
         }
+    }
+    if (const json::value* answers = reader.find("answers")) {
+        state.answers_.from_json(*answers, "coordinator snapshot: answers");
     }
     return state;
 }

@@ -29,6 +29,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <span>
@@ -153,6 +154,23 @@ public:
     ShardLease next_shard(std::string_view job, std::string_view member, double now);
     ShardDone shard_done(std::string_view job, std::string_view member, uint64_t lease, double now);
 
+    // ---- first answers to Idempotency-Keys (answers.hpp)
+    // What `key` answered, if it is still kept. Changes nothing.
+    AnswerTable::Lookup find_answer(const std::string& key, std::string_view fingerprint, double now) const {
+        return answers_.find(key, fingerprint, time_of(now));
+    }
+    // Journals `answer` as the first to `key` (an AnswerKept event), unless
+    // the limits keep none of that size. The server calls it after the
+    // change, before committing, so both go to the journal together.
+    void keep_answer(std::string key, std::string fingerprint, KeptAnswer answer, double now);
+    // Not journaled: the server sets them at start, before any request (a
+    // restart under lower limits drops the oldest keys).
+    void set_answer_limits(AnswerLimits limits) { answers_.set_limits(limits); }
+    const AnswerTable& answers() const { return answers_; }
+    // The journal failed: answers kept may be of changes that never became
+    // durable, so a retry must not be told they were made.
+    void forget_answers() { answers_.clear(); }
+
     // ---- events
     // Error(invalid_argument) for an event that does not fit the state.
     void apply(const Event& event);
@@ -182,6 +200,10 @@ private:
     std::vector<Event> pending_;
     double clock_ = 0;
     std::size_t max_members_ = 0;
+    // Unbounded until the server sets its limits, so that loading a
+    // snapshot and replaying the journal drops nothing the limits in force
+    // kept (the journal since the last snapshot bounds it meanwhile).
+    AnswerTable answers_{AnswerLimits{std::numeric_limits<double>::infinity(), SIZE_MAX, SIZE_MAX}};
 };
 
 }  // namespace cohort::coord
