@@ -2,10 +2,12 @@
 """cohort-run on a terminal and off one: two cohort-train workers under
 `cohort-run --standalone`. Cases:
 
-  tty    stdout is a pseudo-terminal (Python's pty) of 24 rows: cohort-run
-         keeps the bottom row for its status (a scroll region of rows
-         1..23) and draws there the phase, generation, world size, the
-         epoch's progress bar, steps/s and samples/s; no "progress:" lines;
+  tty    stdout is a pseudo-terminal (Python's pty) of 24 rows, and local
+         worker 1 is SIGKILLed 1.5 s in (--kill-worker): cohort-run keeps
+         the bottom row for its status (a scroll region of rows 1..23) and
+         draws there the phase, generation, world size, the epoch's
+         progress bar, steps/s, samples/s and, after the kill, "failures
+         1"; the kill's event lines scroll above; no "progress:" lines;
          the terminal is resized to 30 rows mid-run and the region follows;
          at the end the region is reset before the summary, and it exits 0
   plain  stdout is a pipe: plain "cohort-run [  1.23s] ..." lines as
@@ -96,7 +98,7 @@ def case_tty(tools, workdir):
             set_size(master, 30, 100)
             resized.append(len(out))
 
-    code, out = run_on_pty(tools, workdir, on_output=resize)
+    code, out = run_on_pty(tools, workdir, extra=("--kill-worker", "1@1.5"), on_output=resize)
     check(code == 0, f"cohort-run exited {code}: {out[-800:]!r} {stderr_of(workdir)}")
     check(out.count(b"\x1b[1;23r") == 1, f"the scroll region of rows 1..23 was not set once: {out[:300]!r}")
     rows = STATUS.findall(out)
@@ -111,6 +113,8 @@ def case_tty(tools, workdir):
     after = out[resized[0]:]
     check(b"\x1b[1;29r" in after, "the scroll region did not follow the terminal to 30 rows")
     check(any(int(r) == 30 for r, _ in STATUS.findall(after)), "no status row drawn on row 30 after the resize")
+    check(any(t.endswith(" failures 1") for t in texts), f"no status row counts the killed worker: {texts[-5:]}")
+    check(b"--kill-worker: sent SIGKILL" in out, "the kill's event line is missing")
     check(b"progress:" not in out, "progress lines printed on a terminal: the status row shows them")
     reset = out.rfind(b"\x1b[r")
     check(reset > out.rfind(b"\x1b[7m"), "the scroll region was not reset after the last status row")
