@@ -106,29 +106,34 @@ def wait_until(condition, what, timeout=20.0):
         time.sleep(0.05)
 
 
+# Member b's id has a quote and a backslash, which /metrics must escape.
+B = 'b"\\'
+B_LABEL = 'b\\"\\\\'
+
+
 def busy_job(url):
     """Job "m": a, b and c form generation 1; a sends a batch of three steps,
     b and c one each; c's launcher reports it failed; a and b form
     generation 2 and report again. Returns /metrics."""
     call(url, "POST", "/v1/jobs", {"name": "m", "settings": {"min_nodes": 2, "max_nodes": 3, "last_call": 0.2,
                                                               "heartbeat_interval": 0.5, "failure_timeout": 30}})
-    for m in "abc":
-        call(url, "POST", "/v1/jobs/m/join", {"id": m, "host": m, "address": f"127.0.0.1:{29500 + ord(m)}"})
+    for i, m in enumerate(("a", B, "c")):
+        call(url, "POST", "/v1/jobs/m/join", {"id": m, "host": f"h{i}", "address": f"127.0.0.1:{29500 + i}"})
     check(call(url, "GET", "/v1/jobs/m")["generation"] == 1, "a, b and c did not form generation 1")
     batch = {"step": 12, "step_time": 0.03, "samples_per_sec": 2000.0,
              "samples": [{"step": s, "step_time": t, "age": 0.0} for s, t in ((10, 0.02), (11, 0.03), (12, 0.03))]}
     call(url, "POST", "/v1/jobs/m/heartbeat", {"member": "a", "generation": 1, "metrics": batch})
     call(url, "POST", "/v1/jobs/m/heartbeat",
-         {"member": "b", "generation": 1, "metrics": {"step": 11, "step_time": 0.04, "samples_per_sec": 1500.0}})
+         {"member": B, "generation": 1, "metrics": {"step": 11, "step_time": 0.04, "samples_per_sec": 1500.0}})
     call(url, "POST", "/v1/jobs/m/heartbeat", {"member": "c", "generation": 1, "metrics": {"step": 9}})
     call(url, "POST", "/v1/jobs/m/leave", {"member": "c", "failed": "exit status 9"})
-    call(url, "POST", "/v1/jobs/m/join", {"id": "a", "host": "a", "address": "127.0.0.1:29597"})
-    call(url, "POST", "/v1/jobs/m/join", {"id": "b", "host": "b", "address": "127.0.0.1:29598"})
+    call(url, "POST", "/v1/jobs/m/join", {"id": "a", "host": "h0", "address": "127.0.0.1:29500"})
+    call(url, "POST", "/v1/jobs/m/join", {"id": B, "host": "h1", "address": "127.0.0.1:29501"})
     wait_until(lambda: call(url, "GET", "/v1/jobs/m")["generation"] == 2, "generation 2 after c failed")
     call(url, "POST", "/v1/jobs/m/heartbeat",
          {"member": "a", "generation": 2, "metrics": {"step": 13, "step_time": 0.5, "samples_per_sec": 128.0}})
     call(url, "POST", "/v1/jobs/m/heartbeat",
-         {"member": "b", "generation": 2, "metrics": {"step": 12, "step_time": 0.05, "samples_per_sec": 1280.0}})
+         {"member": B, "generation": 2, "metrics": {"step": 12, "step_time": 0.05, "samples_per_sec": 1280.0}})
     return metrics_text(url)
 
 
@@ -151,11 +156,11 @@ def case_metrics(tools, workdir):
         check(abs(s[series] - value) < 1e-9, f"{series} is {s[series]}, expected {value}")
 
     expect('cohort_coordinator_member_steps_total{job="m",member="a"}', 13)
-    expect('cohort_coordinator_member_steps_total{job="m",member="b"}', 12)
+    expect(f'cohort_coordinator_member_steps_total{{job="m",member="{B_LABEL}"}}', 12)
     check(not any('member="c"' in k and k.startswith("cohort_coordinator_member_steps_total") for k in s),
           "the failed member c still has a step series")
     expect('cohort_coordinator_member_step_seconds{job="m",member="a"}', 0.5)
-    expect('cohort_coordinator_member_samples_per_second{job="m",member="b"}', 1280)
+    expect(f'cohort_coordinator_member_samples_per_second{{job="m",member="{B_LABEL}"}}', 1280)
     # Every step reported: a's batch of three, b's one, c's none (no step
     # time), then one each in generation 2.
     expect('cohort_coordinator_step_seconds_count{job="m"}', 6)
