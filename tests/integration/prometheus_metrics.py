@@ -244,14 +244,19 @@ def case_examples(tools, workdir):
 def dashboard_exprs(dashboard):
     """[(where, expr)] of every panel's targets and every query variable."""
     check(dashboard.get("panels"), "the dashboard has no panels")
+    variables = dashboard.get("templating", {}).get("list", [])
+    check(any(v.get("name") == "datasource" and v.get("type") == "datasource" and v.get("query") == "prometheus"
+              for v in variables), "no Prometheus data source variable to pick at import")
     out = []
     for p in dashboard["panels"]:
         targets = p.get("targets") or []
         check(targets, f"panel {p.get('title')!r} has no query")
+        check(p.get("datasource", {}).get("uid") == "${datasource}",
+              f"panel {p.get('title')!r} does not use the data source variable: {p.get('datasource')}")
         for t in targets:
             check(t.get("expr"), f"panel {p.get('title')!r}: a target without expr: {t}")
             out.append((f"panel {p['title']!r}", t["expr"]))
-    for v in dashboard.get("templating", {}).get("list", []):
+    for v in variables:
         if v.get("type") == "query":
             out.append((f"variable {v['name']!r}", v["definition"]))
     return out
