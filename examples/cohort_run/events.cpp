@@ -36,6 +36,14 @@ void EventLog::emit(std::string_view event, boost::json::object fields, std::str
         fmt::print("cohort-run [{:7.2f}s] {}\n", t, text);
         std::fflush(stdout);
     }
+    append(t, event, std::move(fields));
+}
+
+void EventLog::record(std::string_view event, boost::json::object fields) {
+    append(now(), event, std::move(fields));
+}
+
+void EventLog::append(double t, std::string_view event, boost::json::object fields) {
     if (file_ != nullptr) {
         boost::json::object line;
         line["t"] = t;

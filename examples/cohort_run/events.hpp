@@ -24,10 +24,14 @@ public:
     double now() const;
     // `fields` gets "t" and "event"; `text` is the line people read.
     void emit(std::string_view event, boost::json::object fields, std::string_view text);
+    // The event for programs only (--events): the status bar shows people.
+    void record(std::string_view event, boost::json::object fields);
     // A line for people only (the summary table).
     void say(std::string_view text);
 
 private:
+    void append(double t, std::string_view event, boost::json::object fields);
+
     std::chrono::steady_clock::time_point start_;
     std::FILE* file_ = nullptr;
     bool quiet_;

@@ -58,6 +58,7 @@ JobView parse_job(const std::string& body, double) {
     if (ec || !v.is_object()) throw cohort::Error(cohort::Errc::parse, "the coordinator's job state is not a JSON object");
     const json::object& o = v.as_object();
     JobView job;
+    job.phase = text(o, "phase");
     job.generation = count(o, "generation").value_or(0);
     job.world_size = static_cast<uint32_t>(count(o, "world_size").value_or(0));
     if (const json::value* members = field(o, "members"); members != nullptr && members->is_array()) {

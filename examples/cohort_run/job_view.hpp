@@ -35,6 +35,7 @@ struct EpochView {
 };
 
 struct JobView {
+    std::string phase;  // "forming", "rendezvous", "running"
     uint64_t generation = 0;
     uint32_t world_size = 0;
     std::map<std::string, MemberView> members;

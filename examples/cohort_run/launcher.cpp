@@ -51,7 +51,8 @@ void sleep_ms(int ms) {
 
 }  // namespace
 
-Launcher::Launcher(Options options) : o_(std::move(options)), log_(o_.events_file, o_.quiet) {
+Launcher::Launcher(Options options)
+    : o_(std::move(options)), log_(o_.events_file, o_.quiet), status_(STDOUT_FILENO, !o_.quiet) {
     if (o_.node_id.empty()) o_.node_id = host_name();
     for (int r = 0; r < o_.nproc_per_node; ++r) {
         Slot slot;
@@ -553,9 +554,40 @@ void Launcher::progress(const JobView& job) {
         f["shards_total"] = e->total;
         shards = fmt::format(", epoch {}/{}: {}/{} shards", e->epoch + 1, job.epochs.size(), e->done, e->total);
     }
+    if (status_.on()) {
+        log_.record("progress", std::move(f));  // the status row shows it
+        return;
+    }
     log_.emit("progress", std::move(f),
               fmt::format("progress: round {}, {} workers, step {}{}, {:.0f} samples/s", job.generation, job.world_size,
                           step, shards, rate));
+}
+
+void Launcher::show_status(const JobView& job) {
+    StatusView v;
+    v.phase = job.phase;
+    v.generation = job.generation;
+    v.world_size = job.world_size;
+    uint64_t step = 0;
+    for (const auto& id : job.world) {
+        if (const auto it = job.members.find(id); it != job.members.end()) {
+            step = std::max(step, it->second.step.value_or(0));
+            v.samples_per_sec += it->second.samples_per_sec;
+        }
+    }
+    v.steps_per_sec = step_rate_.update(log_.now(), step);
+    if (!job.epochs.empty()) {
+        const auto open =
+            std::find_if(job.epochs.begin(), job.epochs.end(), [](const EpochView& e) { return e.done < e.total; });
+        const EpochView& e = open == job.epochs.end() ? job.epochs.back() : *open;
+        v.epoch = e.epoch + 1;
+        v.epochs = static_cast<uint32_t>(job.epochs.size());
+        v.shards_done = e.done;
+        v.shards_total = e.total;
+    }
+    v.failures = failures_;
+    v.elapsed = log_.now();
+    status_.draw(v);
 }
 
 bool Launcher::finished() const {
@@ -588,6 +620,7 @@ void Launcher::summary() {
 }
 
 int Launcher::finish(int status, const std::string& reason) {
+    status_.close();
     summary();
     json::object f;
     f["exit_code"] = status;
@@ -677,6 +710,10 @@ int Launcher::supervise() {
                 on_job(*job);
                 last_job_ = std::move(job);
                 check_world(*last_job_);
+                if (status_.on() && now >= next_status_) {
+                    show_status(*last_job_);
+                    next_status_ = now + 0.25;
+                }
             }
             next_poll = log_.now() + 0.1;
         }

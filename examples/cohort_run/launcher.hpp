@@ -9,6 +9,7 @@
 #include "job_view.hpp"
 #include "master_address.hpp"
 #include "options.hpp"
+#include "status_bar.hpp"
 
 #include <cohort/coordinator.hpp>
 #include <cohort/coordinator_client.hpp>
@@ -88,6 +89,8 @@ private:
     void run_due_plans();
     void report_failed(const std::string& worker, const std::string& why);
     void progress(const JobView& job);
+    // The terminal's status row, from the job's latest state.
+    void show_status(const JobView& job);
     bool finished() const;
     int stop(int signal);
     int finish(int status, const std::string& reason);
@@ -96,6 +99,9 @@ private:
 
     Options o_;
     EventLog log_;
+    StatusBar status_;
+    StepRate step_rate_;
+    double next_status_ = 0;
     std::unique_ptr<cohort::Coordinator> server_;
     std::unique_ptr<cohort::CoordinatorClient> client_;
     std::unique_ptr<cohort::AutoScaler> scaler_;

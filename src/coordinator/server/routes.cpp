@@ -230,7 +230,7 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
         const HeartbeatReply reply = state.heartbeat(job, sent.member, sent.generation, std::move(sent.metrics), now());
         changed(job);
         Response r = json_response(coord::protocol::write(reply));
-        heartbeat_latency.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        heartbeat_latency.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         return r;
     }
     if (action == "leave") {

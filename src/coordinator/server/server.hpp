@@ -8,9 +8,9 @@
 
 #include "coordinator/journal/durable_state.hpp"
 #include "coordinator/server/connection_gate.hpp"
+#include "coordinator/state/histogram.hpp"
 #include "coordinator/server/http_reply.hpp"
 #include "coordinator/server/idempotency.hpp"
-#include "coordinator/server/latency.hpp"
 #include "coordinator/server/target.hpp"
 #include "coordinator/state/state.hpp"
 
@@ -157,7 +157,10 @@ struct Coordinator::Impl {
     uint64_t shed_unlogged = 0;
     std::map<std::string, coord::server::ParkedList, std::less<>> parked;  // by job
     std::map<std::string, coord::server::WorldCache, std::less<>> worlds;  // by job
-    coord::server::LatencyHistogram heartbeat_latency;
+    // Seconds to handle a heartbeat request.
+    static constexpr std::array<double, 12> kLatencyBounds{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                                           0.005,   0.01,   0.025,   0.05,   0.1,   0.5};
+    coord::Histogram heartbeat_latency{kLatencyBounds};
     std::array<uint64_t, 6> responses{};  // by status class: 1xx..5xx, [0] unused
     // Retries answered with the first answer to their Idempotency-Key (the
     // answers are the state's: CoordinatorState::find_answer).

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "coordinator/state/events.hpp"
+#include "coordinator/state/job_activity.hpp"
 #include "coordinator/state/kv_store.hpp"
 #include "coordinator/state/member.hpp"
 #include "coordinator/state/settings.hpp"
@@ -123,6 +124,9 @@ public:
     // Store calls served since this process started: monitoring only, not
     // state (reads count too, and they are not events).
     mutable std::array<uint64_t, kStoreOpCount> store_ops{};
+    // Rounds and steps seen live by this process (CoordinatorState::emit):
+    // monitoring only, like store_ops.
+    JobActivity activity;
 
 private:
     Member& member(std::string_view id, std::string_view event);

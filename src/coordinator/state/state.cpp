@@ -52,8 +52,32 @@ Job& CoordinatorState::job_for(std::string_view name) {
 }
 
 void CoordinatorState::emit(Event event) {
+    observe(event);
     apply(event);
     pending_.push_back(std::move(event));
+}
+
+void CoordinatorState::observe(const Event& event) {
+    if (const auto* closed = std::get_if<event::RoundClosed>(&event)) {
+        const auto it = jobs_.find(closed->job);
+        if (it == jobs_.end() || !it->second.round_open()) return;
+        Job& j = it->second;
+        j.activity.round_closed(j.round_reason(), j.round_opened_at(), closed->time);
+    } else if (const auto* gone = std::get_if<event::MemberRemoved>(&event)) {
+        if (const auto it = jobs_.find(gone->job); it != jobs_.end()) it->second.activity.removed(gone->state);
+    } else if (const auto* beat = std::get_if<event::Heartbeat>(&event); beat != nullptr && beat->metrics) {
+        const auto it = jobs_.find(beat->job);
+        if (it == jobs_.end()) return;
+        JobActivity& activity = it->second.activity;
+        // A batch holds every step since the last heartbeat, the latest
+        // included; without one the latest is all there is.
+        if (beat->metrics->samples.empty()) {
+            if (beat->metrics->step_time) activity.step(*beat->metrics->step_time);
+        }
+        for (const StepSample& s : beat->metrics->samples) {
+            if (s.step_time) activity.step(*s.step_time);
+        }
+    }
 }
 
 std::vector<Event> CoordinatorState::take_events() {
@@ -241,6 +265,11 @@ std::vector<JobMetrics> CoordinatorState::metrics() const {
             if (!n.relative_score && !n.hung) continue;
             m.nodes.push_back({n.member, n.relative_score.value_or(1.0), n.straggler, n.hung});
         }
+        for (const auto& [id, member] : j.members()) {
+            if (member.state != MemberState::active || !member.metrics || !member.metrics->step) continue;
+            m.steps.push_back({id, *member.metrics->step, member.metrics->step_time, member.metrics->samples_per_sec});
+        }
+        m.activity = j.activity;
         out.push_back(std::move(m));
     }
     return out;

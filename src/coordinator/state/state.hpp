@@ -59,6 +59,14 @@ struct JobMetrics {
         bool hung = false;
     };
     std::vector<NodeScore> nodes;
+    // Active members whose heartbeats carry a step: the latest they sent.
+    struct MemberSteps {
+        std::string member;
+        uint64_t step = 0;
+        std::optional<double> step_time, samples_per_sec;
+    };
+    std::vector<MemberSteps> steps;
+    JobActivity activity;  // rounds, steps and removals seen by this process
 };
 
 class CoordinatorState {
@@ -188,6 +196,8 @@ private:
     double time_of(double now) const;
     Job& job_for(std::string_view name);
     void emit(Event event);
+    // Feeds Job::activity from a live event, before it is applied.
+    void observe(const Event& event);
     void settle(Job& job, double now);
     const Job& store_job(std::string_view name, uint64_t generation) const;
     std::string store_address(const Job& job) const;
