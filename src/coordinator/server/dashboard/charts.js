@@ -7,45 +7,57 @@ export const PALETTE = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "
                         "#7f7f7f", "#ff7f0e", "#393b79", "#637939", "#8c6d31"];
 export const STRAGGLER = "#d62728";
 
+// A chart made on its first update, with its first data: drawn once, not
+// empty first and then again.
 export class TimeChart {
   constructor(canvas, { title, format }) {
+    this.canvas = canvas;
+    this.title = title;
     this.format = format;
-    this.chart = new globalThis.Chart(canvas.getContext("2d"), {
-      type: "line",
-      data: { datasets: [] },
-      options: {
-        animation: false,
-        parsing: false,
-        normalized: true,
-        responsive: true,
-        maintainAspectRatio: false,
-        spanGaps: false,
-        elements: { point: { radius: 0 }, line: { borderWidth: 1.5, tension: 0 } },
-        interaction: { mode: "nearest", intersect: false },
-        scales: {
-          x: { type: "linear", ticks: { callback: (v) => fmt.clock(v), maxTicksLimit: 6, maxRotation: 0 } },
-          y: { beginAtZero: true, ticks: { callback: (v) => format(v), maxTicksLimit: 6 } },
-        },
-        plugins: {
-          title: { display: true, text: title, align: "start" },
-          legend: { position: "bottom", labels: { boxWidth: 12, boxHeight: 2 } },
-          tooltip: {
-            callbacks: {
-              title: (items) => (items.length ? fmt.clock(items[0].parsed.x) : ""),
-              label: (item) => item.dataset.label + ": " + format(item.parsed.y),
-            },
+    this.chart = null;
+  }
+
+  options(xmin, xmax, legend) {
+    const format = this.format;
+    return {
+      animation: false,
+      parsing: false,
+      normalized: true,
+      responsive: true,
+      maintainAspectRatio: false,
+      spanGaps: false,
+      elements: { point: { radius: 0 }, line: { borderWidth: 1.5, tension: 0 } },
+      interaction: { mode: "nearest", intersect: false },
+      scales: {
+        x: { type: "linear", min: xmin, max: xmax,
+             ticks: { callback: (v) => fmt.clock(v), maxTicksLimit: 6, maxRotation: 0 } },
+        y: { beginAtZero: true, ticks: { callback: (v) => format(v), maxTicksLimit: 6 } },
+      },
+      plugins: {
+        title: { display: true, text: this.title, align: "start" },
+        legend: { display: legend, position: "bottom", labels: { boxWidth: 12, boxHeight: 2 } },
+        tooltip: {
+          callbacks: {
+            title: (items) => (items.length ? fmt.clock(items[0].parsed.x) : ""),
+            label: (item) => item.dataset.label + ": " + format(item.parsed.y),
           },
         },
       },
-    });
+    };
   }
 
   update(datasets, xmin, xmax) {
+    const legend = datasets.length <= 16;
+    if (!this.chart) {
+      this.chart = new globalThis.Chart(this.canvas.getContext("2d"), {
+        type: "line", data: { datasets }, options: this.options(xmin, xmax, legend) });
+      return;
+    }
     const c = this.chart;
     c.data.datasets = datasets;
     c.options.scales.x.min = xmin;
     c.options.scales.x.max = xmax;
-    c.options.plugins.legend.display = datasets.length <= 16;
+    c.options.plugins.legend.display = legend;
     c.update("none");
   }
 }

@@ -1,9 +1,10 @@
 // A job's members as a table: sortable (click a heading, again to reverse)
-// and filterable (matches id, host, state and reason), in human units. At
-// most MAX_ROWS rows are drawn; a note says how many more match.
+// and filterable (matches id, host, state and reason), in human units, a
+// page of PAGE rows at a time: a table of a thousand rows costs the
+// browser hundreds of milliseconds to lay out on every refresh.
 import * as fmt from "./format.js";
 
-export const MAX_ROWS = 1000;
+export const PAGE = 100;
 
 const COLUMNS = [
   { key: "rank", title: "rank", value: (m) => m.rank ?? null, text: (m) => m.rank ?? "" },
@@ -51,11 +52,26 @@ export class MembersTable {
     this.input.className = "member-filter";
     this.input.addEventListener("input", () => {
       this.filter = this.input.value.trim().toLowerCase();
+      this.page = 0;
       this.draw();
     });
     this.note = document.createElement("span");
     this.note.className = "members-note";
-    bar.append(this.input, this.note);
+    this.page = 0;
+    const button = (text, step) => {
+      const b = document.createElement("button");
+      b.textContent = text;
+      b.addEventListener("click", () => {
+        this.page += step;
+        this.draw();
+      });
+      return b;
+    };
+    this.previous = button("◀ previous", -1);
+    this.next = button("next ▶", +1);
+    this.previous.className = "page-previous";
+    this.next.className = "page-next";
+    bar.append(this.input, this.previous, this.next, this.note);
     this.table = document.createElement("table");
     this.table.className = "members";
     const head = this.table.createTHead().insertRow();
@@ -96,7 +112,13 @@ export class MembersTable {
     }
     // GPU columns only when some member reports GPUs.
     this.table.classList.toggle("no-gpu", !this.members.some((m) => m.gpu));
-    const shown = rows.slice(0, MAX_ROWS);
+    const pages = Math.max(1, Math.ceil(rows.length / PAGE));
+    this.page = Math.min(Math.max(this.page, 0), pages - 1);
+    const from = this.page * PAGE;
+    const shown = rows.slice(from, from + PAGE);
+    this.previous.hidden = this.next.hidden = pages === 1;
+    this.previous.disabled = this.page === 0;
+    this.next.disabled = this.page === pages - 1;
     const parts = [];
     for (const m of shown) {
       const cls = [m.state, m.straggler ? "straggler" : "", m.hung ? "hung" : ""].join(" ").trim();
@@ -107,6 +129,6 @@ export class MembersTable {
     this.body.innerHTML = parts.join("");
     const matching = rows.length, total = this.members.length;
     this.note.textContent = (matching === total ? `${fmt.count(total)} members` : `${fmt.count(matching)} of ${fmt.count(total)} members match`) +
-      (shown.length < matching ? `; showing the first ${fmt.count(shown.length)}` : "");
+      (shown.length < matching ? `; rows ${fmt.count(from + 1)} to ${fmt.count(from + shown.length)}` : "");
   }
 }
