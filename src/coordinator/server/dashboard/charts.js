@@ -8,7 +8,9 @@ export const PALETTE = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "
 export const STRAGGLER = "#d62728";
 
 // A chart made on its first update, with its first data: drawn once, not
-// empty first and then again.
+// empty first and then again. Sized from its box once (resize() when the
+// window changes) rather than by Chart.js's responsive mode, which reads the
+// page's layout again for every chart while the dashboard builds the page.
 export class TimeChart {
   constructor(canvas, { title, format }) {
     this.canvas = canvas;
@@ -23,7 +25,7 @@ export class TimeChart {
       animation: false,
       parsing: false,
       normalized: true,
-      responsive: true,
+      responsive: false,
       maintainAspectRatio: false,
       spanGaps: false,
       elements: { point: { radius: 0 }, line: { borderWidth: 1.5, tension: 0 } },
@@ -49,6 +51,9 @@ export class TimeChart {
   update(datasets, xmin, xmax) {
     const legend = datasets.length <= 16;
     if (!this.chart) {
+      const box = this.canvas.parentElement;
+      this.canvas.width = box.clientWidth;
+      this.canvas.height = box.clientHeight;
       this.chart = new globalThis.Chart(this.canvas.getContext("2d"), {
         type: "line", data: { datasets }, options: this.options(xmin, xmax, legend) });
       return;
@@ -59,6 +64,11 @@ export class TimeChart {
     c.options.scales.x.max = xmax;
     c.options.plugins.legend.display = legend;
     c.update("none");
+  }
+
+  resize() {
+    const box = this.canvas.parentElement;
+    if (this.chart && box.clientWidth > 0) this.chart.resize(box.clientWidth, box.clientHeight);
   }
 }
 

@@ -7,8 +7,9 @@
 // slowest few members rather than a line each.
 //
 // window.cohortDashboard exposes the state for tests and benchmarks:
-// ready, refreshes, error, timings ({fetch_ms, render_ms, members} per
-// refresh) and refresh(). Open with #refresh=0 to stop polling.
+// ready, refreshes, error, timings ({fetch_ms, render_ms, members, parts}
+// per refresh; parts: words_ms, charts_ms, table_ms, layout_ms) and
+// refresh(). Open with #refresh=0 to stop polling.
 import { getJson, jobPath } from "./api.js";
 import * as fmt from "./format.js";
 import { TimeChart, memberLines, percentileLines, points, line } from "./charts.js";
@@ -119,7 +120,9 @@ class JobPanel {
     };
   }
 
+  // Returns how long each part took (ms), for window.cohortDashboard.timings.
   render() {
+    const t0 = performance.now();
     const v = this.view;
     if (!this.charts) this.makeCharts();
     const active = v.members_by_state.active;
@@ -134,6 +137,7 @@ class JobPanel {
       (said.evidence.length ? "<ul>" + said.evidence.map((e) => `<li>${fmt.html(e)}</li>`).join("") + "</ul>" : "");
     renderTimeline(this.part("timeline-box"), { rounds: this.rounds, events: this.events, limits: this.limits }, this.now);
     this.part("shards").replaceChildren(shardBars(v.shards));
+    const t1 = performance.now();
 
     const stragglers = new Set(v.health?.stragglers ?? []);
     // The last WINDOW seconds, or since the first point of a younger job.
@@ -159,7 +163,9 @@ class JobPanel {
         ? { used: last(h.gpu_memory_used), total: last(h.gpu_memory_total), util: last(h.gpu_utilization), temp: last(h.gpu_temperature) }
         : null;
     }
+    const t2 = performance.now();
     this.table.update(v.members);
+    return { words_ms: t1 - t0, charts_ms: t2 - t1, table_ms: performance.now() - t2 };
   }
 }
 
@@ -200,11 +206,16 @@ async function refreshOnce() {
       if (!p.section.isConnected) container.appendChild(p.section);
     }
     renderJobList();
-    for (const p of panels.values()) p.render();
+    const parts = { words_ms: 0, charts_ms: 0, table_ms: 0 };
+    for (const p of panels.values()) {
+      for (const [k, ms] of Object.entries(p.render())) parts[k] += ms;
+    }
+    const laid = performance.now();
     void document.body.offsetHeight;  // layout now, so render_ms includes it
     const done = performance.now();
+    parts.layout_ms = done - laid;
     const members = [...panels.values()].reduce((n, p) => n + p.view.members.length, 0);
-    dashboard.timings.push({ fetch_ms: fetched - started, render_ms: done - fetched, members });
+    dashboard.timings.push({ fetch_ms: fetched - started, render_ms: done - fetched, members, parts });
     if (dashboard.timings.length > 200) dashboard.timings.shift();
     dashboard.members = members;
     dashboard.error = null;
@@ -231,5 +242,13 @@ async function loop() {
   await refresh();
   if (params.get("refresh") !== "0") setTimeout(loop, interval());
 }
+
+let resizing = 0;
+window.addEventListener("resize", () => {
+  clearTimeout(resizing);
+  resizing = setTimeout(() => {
+    for (const p of panels.values()) Object.values(p.charts ?? {}).forEach((c) => c.resize());
+  }, 200);
+});
 
 loop();
