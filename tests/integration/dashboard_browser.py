@@ -19,7 +19,8 @@ driven over the DevTools protocol (cdp.py), and checks:
     temperature, each canvas with coloured (data) pixels;
   - the verdict names the GPU job's straggler; sorting and filtering the
     members table work;
-  - the page refreshes on its own (a later refresh has more points).
+  - the page refreshes on its own, and its later refreshes still show
+    every member.
 
 It saves screenshots to --screenshots DIR (default: the case's temporary
 directory): dashboard.png (the whole page) and dashboard-timeline.png
