@@ -3,9 +3,9 @@
 
 Starts cohort-coordinator with a token and four cohort-train workers (as
 train_demo.py does), kills one with SIGKILL once the first epoch is in and
-starts a replacement, and beside it runs a small job of three synthetic
-members over HTTP whose heartbeats carry GPU samples, one of them slow
-(a straggler). Then it opens http://HOST:PORT/#token=TOKEN in Chromium,
+starts a replacement, and beside it runs two small jobs of synthetic
+members over HTTP: three whose heartbeats carry GPU samples, one of them
+slow (a straggler), and two whose step stopped inside a collective (hung). Then it opens http://HOST:PORT/#token=TOKEN in Chromium,
 driven over the DevTools protocol (cdp.py), and checks:
 
   - the job list shows both jobs with their phase and progress;
@@ -17,7 +17,8 @@ driven over the DevTools protocol (cdp.py), and checks:
   - the charts are drawn: step time, samples/s and throughput of the
     training job, and the GPU job's GPU memory, utilisation and
     temperature, each canvas with coloured (data) pixels;
-  - the verdict names the GPU job's straggler; sorting and filtering the
+  - the verdict names the GPU job's straggler, and says the hung job is
+    hung with the coordinator's diagnosis; sorting and filtering the
     members table work;
   - the page refreshes on its own, and its later refreshes still show
     every member.
@@ -52,6 +53,7 @@ TOKEN = "dash-demo-token"
 SETTINGS = {"heartbeat_interval": 0.2, "failure_timeout": 1.5, "last_call": 0.5}
 TRAIN_FLAGS = ["--epochs", "8", "--shards", "64", "--step-ms", "100"]
 GPU_JOB = "gpu-demo"
+HUNG_JOB = "hang-demo"
 SKIP = 77
 
 children = []
@@ -151,6 +153,37 @@ class GpuMembers(threading.Thread):
                     self.errors.append(repr(e))
 
 
+class HungMembers(threading.Thread):
+    """Two members of HUNG_JOB heartbeating every 0.2 s at step 40: h0
+    inside collective 9, h1 not inside, its latest collective 8. The job
+    hangs after hang_timeout (2 s)."""
+
+    def __init__(self, url):
+        super().__init__(daemon=True)
+        self.url = url
+        self.stop = threading.Event()
+        self.errors = []
+        settings = {"min_nodes": 2, "max_nodes": 2, "last_call": 0, "heartbeat_interval": 0.2,
+                    "failure_timeout": 30, "health": {"hang_timeout": 2}}
+        call(url, "POST", "/v1/jobs", {"name": HUNG_JOB, "settings": settings})
+        for i in range(2):
+            call(url, "POST", f"/v1/jobs/{HUNG_JOB}/join", {"id": f"h{i}", "host": f"hang-host-{i}", "address": f"127.0.0.1:{29700 + i}"})
+
+    def run(self):
+        generation = 0
+        while not self.stop.wait(0.2):
+            try:
+                if generation == 0:
+                    generation = call(self.url, "GET", f"/v1/jobs/{HUNG_JOB}")["generation"]
+                    continue
+                for i, (seq, inside) in enumerate(((9, True), (8, False))):
+                    call(self.url, "POST", f"/v1/jobs/{HUNG_JOB}/heartbeat", {
+                        "member": f"h{i}", "generation": generation,
+                        "metrics": {"step": 40, "step_time": 0.3, "collective_seq": seq, "in_collective": inside}})
+            except Exception as e:  # noqa: BLE001 - reported at the end
+                self.errors.append(repr(e))
+
+
 # What the page shows, read from its DOM in one evaluation.
 READ_PAGE = r"""(() => {
   const d = window.cohortDashboard;
@@ -192,12 +225,15 @@ READ_PAGE = r"""(() => {
 })()"""
 
 
-def check_page(page, victim, replacement, workers):
+def check_page(page, victim, replacement, workers, hang_summary):
     p = page.evaluate(READ_PAGE)
     check(p["error"] is None, f"the page reports an error: {p['error']}")
-    check(p["status"].startswith("2 job(s); updated"), f"status line {p['status']!r}")
+    check(p["status"].startswith("3 job(s); updated"), f"status line {p['status']!r}")
     names = sorted(row[0] for row in p["list"])
-    check(names == [GPU_JOB, "train"], f"job list {p['list']}")
+    check(names == [GPU_JOB, HUNG_JOB, "train"], f"job list {p['list']}")
+    hung = p["jobs"][HUNG_JOB]
+    check(hung["verdict"].startswith("Hung.") and hang_summary in hung["verdict"] and "bad" in hung["verdict_level"],
+          f"{HUNG_JOB}: verdict {hung['verdict']!r}, expected the diagnosis {hang_summary!r}")
     train = p["jobs"]["train"]
     gens = [r["generation"] for r in train["rounds"] if not r["open"]]
     check({"1", "2", "3"} <= set(gens), f"rounds table generations {gens}: {train['rounds']}")
@@ -257,6 +293,8 @@ def case_demo(tools, workdir):
     workers = [Worker(tools.train, c.url, f"w{i}", i, workdir) for i in range(4)]
     gpu = GpuMembers(c.url)
     gpu.start()
+    hang = HungMembers(c.url)
+    hang.start()
     try:
         wait_for(lambda: all(w.rank() is not None for w in workers), "a world of 4", workers)
         victim = next(w for w in workers if w.rank() == 2)
@@ -276,17 +314,25 @@ def case_demo(tools, workdir):
         # A few seconds of steps in the new world, and the GPU job's straggler found.
         wait_for(lambda: call(c.url, "GET", f"/v1/jobs/{GPU_JOB}")["health"]["stragglers"] == ["g2"],
                  "the GPU job's straggler", survivors, timeout=30)
+        hang_state = {}
+
+        def hung():
+            hang_state.update(call(c.url, "GET", f"/v1/jobs/{HUNG_JOB}")["health"])
+            return hang_state.get("hung")
+
+        wait_for(hung, "the hung job found hung", survivors, timeout=30)
+        hang_summary = hang_state["diagnosis"]["summary"]
         time.sleep(2)
 
         with cdp.Browser(tools.chromium, workdir) as browser:
             page = browser.open(f"{c.url}/#token={TOKEN}", width=1400, height=1000)
             page.wait_for("window.cohortDashboard && window.cohortDashboard.refreshes >= 2", 45, "two refreshes")
-            first = check_page(page, victim.member, "w4", workers)
+            first = check_page(page, victim.member, "w4", workers, hang_summary)
             check_table_controls(page)
             refreshes = first["refreshes"]
             page.wait_for(f"window.cohortDashboard.refreshes >= {refreshes + 2}", 20, "the page refreshing by itself")
             later = page.evaluate("window.cohortDashboard.timings.slice(-1)[0]")
-            check(later and later["members"] >= 8, f"last refresh {later}")
+            check(later and later["members"] >= 10, f"last refresh {later}")
             timeline = page.evaluate("""(() => {
               const r = document.querySelector('section[data-job="train"] .timeline-box').getBoundingClientRect();
               return {x: r.x + scrollX, y: r.y + scrollY - 30, width: r.width, height: r.height + 40};
@@ -298,9 +344,11 @@ def case_demo(tools, workdir):
             check(size > 10_000, f"{name}: {size} bytes")
         print(f"demo: screenshots in {shots}", flush=True)
     finally:
-        gpu.stop.set()
-        gpu.join(timeout=5)
+        for thread in (gpu, hang):
+            thread.stop.set()
+            thread.join(timeout=5)
     check(not gpu.errors, f"GPU job heartbeats failed: {gpu.errors[:3]}")
+    check(not hang.errors, f"hung job heartbeats failed: {hang.errors[:3]}")
 
 
 def run_case(tools, name):
