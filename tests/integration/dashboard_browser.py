@@ -19,7 +19,8 @@ driven over the DevTools protocol (cdp.py), and checks:
     temperature, each canvas with coloured (data) pixels;
   - the verdict names the GPU job's straggler, and says the hung job is
     hung with the coordinator's diagnosis; sorting and filtering the
-    members table work;
+    members table work; numbers read as people write them (5.0 s,
+    1.2 GiB, 3 min ago);
   - the page refreshes on its own, and its later refreshes still show
     every member.
 
@@ -265,6 +266,17 @@ def check_page(page, victim, replacement, workers, hang_summary):
     return p
 
 
+def check_units(page):
+    """The page's number formats on the issue's examples."""
+    got = page.evaluate("""(async () => {
+      const f = await import("/dashboard/format.js");
+      return [f.seconds(5.000633955001831), f.bytes(1.2 * 2 ** 30), f.ago(185), f.seconds(0.25), f.rate(1234.5),
+              f.count(1200), f.ago(0.4), f.seconds(4000)];
+    })()""")
+    want = ["5.0 s", "1.2 GiB", "3 min ago", "250 ms", "1,235/s", "1,200", "just now", "1.1 h"]
+    check(got == want, f"number formats {got}, expected {want}")
+
+
 def check_table_controls(page):
     """Sorting by step time (twice: descending) puts the slow member first;
     filtering leaves the matching rows."""
@@ -329,6 +341,7 @@ def case_demo(tools, workdir):
             page.wait_for("window.cohortDashboard && window.cohortDashboard.refreshes >= 2", 45, "two refreshes")
             first = check_page(page, victim.member, "w4", workers, hang_summary)
             check_table_controls(page)
+            check_units(page)
             refreshes = first["refreshes"]
             page.wait_for(f"window.cohortDashboard.refreshes >= {refreshes + 2}", 20, "the page refreshing by itself")
             later = page.evaluate("window.cohortDashboard.timings.slice(-1)[0]")
