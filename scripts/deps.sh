@@ -9,7 +9,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libfmt-dev libyaml-cpp-dev
   libcurl4-openssl-dev libssl-dev libgtest-dev libbenchmark-dev
   libre2-dev liblua5.4-dev libgloo-dev openmpi-bin libopenmpi-dev
-  chromium abigail-tools python3-numpy python3-torch clang
+  chromium abigail-tools python3-numpy python3-torch clang libjs-chart.js
   python3-pip python3-setuptools python3-wheel python3-venv python3-build
   nftables prometheus
 )

@@ -8,7 +8,8 @@ script fetches the JSON API and fills its tables) and checks what it shows.
 Cases:
 
   members   the job's name, phase and generation; each member's rank (0 and
-            1), id, host, state (active), last heartbeat and step. Then one
+            1), id, host, state (active), last heartbeat ("3 s ago") and
+            step ("1,200"). Then one
             member goes silent: once the coordinator declares it failed, the
             page shows it failed, the round the failure opened, and the
             other member still active. Then the other member leaves: the
@@ -262,7 +263,7 @@ class PageReader(html.parser.HTMLParser):
         elif self._job is not None and tag == "div" and a.get("class") == "summary":
             self._text = (self._job, "summary")
         elif self._job is not None and tag == "tr" and "data-member" in a:
-            self._row = {"cells": [], "classes": []}
+            self._row = {"cells": [], "classes": [], "row_class": a.get("class") or ""}
             self._job["rows"][a["data-member"]] = self._row
         elif self._row is not None and tag == "td":
             self._row["cells"].append("")
@@ -294,21 +295,27 @@ def read_page(dom):
     return reader
 
 
+COLUMNS = ["rank", "member", "host", "state", "step", "step time", "samples/s", "straggler score",
+           "GPU memory", "GPU util.", "GPU temp.", "last heartbeat"]
+
+
 def rows_of(page, job):
-    """{member: {"rank", "member", "host", "state", "last heartbeat", "step", "class"}}."""
+    """{member: {column: cell text, "class": the member's state}} of the members table."""
     check(job in page.jobs, f"job {job} not on the page (status {page.status!r}; jobs {sorted(page.jobs)})")
-    names = ["rank", "member", "host", "state", "last heartbeat", "step"]
     rows = {}
     for member, row in page.jobs[job]["rows"].items():
-        check(len(row["cells"]) == len(names), f"{member}: cells {row['cells']}")
-        rows[member] = dict(zip(names, (c.strip() for c in row["cells"])))
-        rows[member]["class"] = row["classes"][3]
+        check(len(row["cells"]) == len(COLUMNS), f"{member}: cells {row['cells']}")
+        rows[member] = dict(zip(COLUMNS, (c.strip() for c in row["cells"])))
+        rows[member]["class"] = row["row_class"].split()[0] if row["row_class"] else ""
     return rows
 
 
 def check_heartbeat_cell(text, member):
+    """"just now" or "N s ago" with N under a minute."""
+    if text == "just now":
+        return
     check(text.endswith(" s ago"), f"{member}: last heartbeat {text!r}")
-    age = float(text[:-len(" s ago")])
+    age = int(text[:-len(" s ago")])
     check(0 <= age < 60, f"{member}: last heartbeat {text!r}")
 
 
@@ -329,7 +336,8 @@ def check_running_page(page, ranks, label):
         check(r["rank"] == str(ranks[m]), f"{label}: {m}: rank {r['rank']!r}, want {ranks[m]}")
         check(r["host"] == HOSTS[m], f"{label}: {m}: host {r['host']!r}")
         check(r["state"] == "active" and r["class"] == "active", f"{label}: {m}: state {r['state']!r} ({r['class']})")
-        check(r["step"] == str(STEPS[m]), f"{label}: {m}: step {r['step']!r}, want {STEPS[m]}")
+        check(r["step"] == f"{STEPS[m]:,}", f"{label}: {m}: step {r['step']!r}, want {STEPS[m]:,}")
+        check(r["step time"] == "500 ms", f"{label}: {m}: step time {r['step time']!r}, want 500 ms")
         check_heartbeat_cell(r["last heartbeat"], m)
     return rows
 
@@ -350,7 +358,7 @@ def case_members(exe, chromium, workdir):
     c = Coordinator(exe, workdir)
     url = c.url
     status, ctype, body = request(url, "GET", "/")
-    check(status == 200 and ctype.startswith("text/html") and b"<script>" in body,
+    check(status == 200 and ctype.startswith("text/html") and b"/dashboard/dashboard.js" in body,
           f"GET /: {status} {ctype} {body[:200]!r}")
     beats, ranks = form_job(url)
     page_url = url + "/"
@@ -376,12 +384,13 @@ def case_members(exe, chromium, workdir):
     def after_failure(page):
         rows = rows_of(page, JOB)
         summary = page.jobs[JOB]["summary"]
-        check(summary.startswith("phase rendezvous, generation 1, world size 2; round open: "),
-              f"failed: summary {summary!r}")
+        check(summary.startswith("phase rendezvous, generation 1, world size 2;") and
+              f"round open: node '{silent}' failed" in summary, f"failed: summary {summary!r}")
         s = rows[silent]
         check(s["state"].startswith("failed") and s["class"] == "failed", f"failed: {silent}: state {s['state']!r}")
         check(s["rank"] == "", f"failed: {silent}: rank {s['rank']!r}, want none")
-        check(s["host"] == HOSTS[silent] and s["step"] == str(STEPS[silent]), f"failed: {silent}: {s}")
+        check(s["host"] == HOSTS[silent] and s["step"] == f"{STEPS[silent]:,}", f"failed: {silent}: {s}")
+        check("no heartbeat for" in s["state"] and ".0000" not in s["state"], f"failed: {silent}: reason {s['state']!r}")
         o = rows[other]
         check(o["state"] == "active" and o["rank"] == str(ranks[other]), f"failed: {other}: {o}")
         check(list(page.jobs[JOB]["rows"])[0] == other, f"failed: the active member is not first: {list(rows)}")

@@ -3,6 +3,7 @@
 #include "coordinator/protocol/descriptor.hpp"
 #include "coordinator/protocol/replies.hpp"
 #include "coordinator/protocol/requests.hpp"
+#include "coordinator/server/assets.hpp"
 #include "coordinator/server/request_body.hpp"
 #include "coordinator/server/session.hpp"
 #include "coordinator/state/dataset_plan.hpp"
@@ -88,11 +89,15 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
     const http::verb method = request.method();
     const bool get = method == http::verb::get, post = method == http::verb::post;
 
-    if (p.empty()) {
+    // The dashboard's page and files need no token: they hold no state, and
+    // the page sends the token (from the URL fragment) with its API calls.
+    if (p.empty() || (p.size() == 2 && p[0] == "dashboard")) {
         if (!get) return method_not_allowed(request, "GET");
+        const auto asset = coord::server::find_asset(p.empty() ? "index.html" : p[1]);
+        if (!asset) return no_route(request);
         Response r;
-        r.body = status_page();
-        r.content_type = "text/html; charset=utf-8";
+        r.body = asset->body;
+        r.content_type = asset->content_type;
         return r;
     }
     if (!authorised(request)) {
@@ -166,6 +171,13 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
     }
     if (p.size() != 4) return no_route(request);
 
+    if (action == "history") {
+        if (!get) return method_not_allowed(request, "GET");
+        const coord::HistoryQuery query = coord::history_query(target.query, fmt::format("history of job '{}'", job));
+        json::object o = state.job(job).history().to_json(query, now());
+        o["job"] = job;
+        return json_response(o);
+    }
     if (action == "settings") {
         if (!get) return method_not_allowed(request, "GET");
         return json_response(coord::to_json(state.job(job).settings()));

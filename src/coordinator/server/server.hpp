@@ -1,6 +1,7 @@
 // The coordinator server's insides, shared by server.cpp (lifecycle, ticks,
 // accepting), session.cpp (one HTTP connection), routes.cpp and
-// store_routes.cpp (what each request does) and metrics.cpp. Everything
+// store_routes.cpp (what each request does) and metrics.cpp; the dashboard's
+// files are in assets.hpp. Everything
 // here runs on the server's one io thread, so nothing needs a lock; with a
 // data directory the journal's writer thread writes and fsyncs, and tells
 // the io thread (by a post) what is durable.
@@ -225,9 +226,8 @@ struct Coordinator::Impl {
     void recheck(std::string_view job, coord::server::ParkedList& list, bool force);
     void finish(const std::shared_ptr<ParkedRead>& read, Response response);
 
-    // metrics.cpp, page.cpp
+    // metrics.cpp
     std::string prometheus() const;
-    static std::string_view status_page();
 };
 
 }  // namespace cohort

@@ -33,7 +33,8 @@ Job::Job(std::string name, JobSettings settings, double created_at)
       settings_(settings),
       created_at_(created_at),
       round_opened_at_(created_at),
-      last_arrival_(created_at) {}
+      last_arrival_(created_at),
+      history_(created_at) {}
 
 std::string_view Job::phase() const {
     if (!round_open_) return "running";
@@ -149,6 +150,7 @@ void Job::apply(const event::MemberJoined& e) {
     m.reason.clear();
     tally(m, +1);
     last_arrival_ = std::max(last_arrival_, e.time);
+    history_.joined(e.node.id, e.time);
 }
 
 void Job::apply(const event::MemberRemoved& e) {
@@ -164,6 +166,7 @@ void Job::apply(const event::MemberRemoved& e) {
     m.reason = e.reason;
     m.state_since = e.time;
     tally(m, +1);
+    history_.removed(e.member, e.state, e.reason, e.time);
     if (shards_) {
         for (uint64_t lease : shards_->leases_of(e.member)) shards_->requeue(lease);
     }
@@ -178,6 +181,7 @@ void Job::apply(const event::RoundOpened& e) {
     round_reason_ = e.reason;
     round_opened_at_ = e.time;
     last_arrival_ = std::max(last_arrival_, e.time);
+    history_.round_opened(e.reason, e.time);
 }
 
 void Job::apply(const event::RoundClosed& e) {
@@ -202,6 +206,10 @@ void Job::apply(const event::RoundClosed& e) {
         m.reason = fmt::format("did not join again before generation {} formed", e.generation);
         m.state_since = e.time;
     }
+    std::vector<std::string> previous;
+    previous.reserve(world_.slots.size());
+    for (const WorldSlot& slot : world_.slots) previous.push_back(slot.id);
+    history_.round_closed(e.generation, e.ranks, previous, e.time);
     world_ = make_world(e.generation, e.time, nodes);
     for (uint32_t r = 0; r < e.ranks.size(); ++r) {
         Member& m = members_.find(e.ranks[r])->second;
@@ -249,6 +257,7 @@ void Job::evaluate_health(double now) {
         nodes.push_back(health::NodeInput{id, m.rank, &it->second});
     }
     health_ = tracker_.evaluate(nodes, now, settings_.health);
+    if (history_.due(now)) sample_history(now);
 }
 
 void Job::apply(const event::StoreSet& e) {
@@ -301,6 +310,7 @@ void Job::apply(const event::Resumed& e) {
     }
     last_arrival_ = std::max(last_arrival_, e.time);
     if (shards_) shards_->extend_leases(e.time);
+    history_.resumed(e.time);
 }
 
 }  // namespace cohort::coord

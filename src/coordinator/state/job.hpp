@@ -5,6 +5,7 @@
 #pragma once
 
 #include "coordinator/state/events.hpp"
+#include "coordinator/state/history.hpp"
 #include "coordinator/state/job_activity.hpp"
 #include "coordinator/state/kv_store.hpp"
 #include "coordinator/state/member.hpp"
@@ -121,6 +122,10 @@ public:
     const health::JobHealth& health() const { return health_; }
     const health::NodeWindow* window(std::string_view member) const;
 
+    // The recent past the dashboard draws (history.hpp): soft state too.
+    // evaluate_health() adds a point once a second.
+    const JobHistory& history() const { return history_; }
+
     // Store calls served since this process started: monitoring only, not
     // state (reads count too, and they are not events).
     mutable std::array<uint64_t, kStoreOpCount> store_ops{};
@@ -134,6 +139,8 @@ private:
     // changes, +1 after.
     void tally(const Member& m, int sign);
     void tally_all();
+    // history_sample.cpp: a point per active member and one for the job.
+    void sample_history(double now);
 
     std::string name_;
     JobSettings settings_;
@@ -153,6 +160,7 @@ private:
     std::map<std::string, health::NodeWindow, std::less<>> windows_;
     health::Tracker tracker_;
     health::JobHealth health_;
+    JobHistory history_;
 };
 
 }  // namespace cohort::coord

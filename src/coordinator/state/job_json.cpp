@@ -68,7 +68,10 @@ Job Job::from_snapshot(const json::value& value, std::string_view where) {
     for (std::size_t i = 0; i < rounds.size(); ++i) {
         job.rounds_.push_back(protocol::read_message<RoundRecord>(rounds[i], fmt::format("{}: rounds[{}]", at, i),
                                                                   protocol::ReadAs{code, true}, kRoundRecord));
+        const RoundRecord& r = job.rounds_.back();
+        job.history_.restore_round(r.generation, r.opened_at, r.closed_at, r.world_size, r.reason);
     }
+    if (job.round_open_) job.history_.round_opened(job.round_reason_, job.round_opened_at_);
 
     const json::array& members = reader.array("members");
     for (std::size_t i = 0; i < members.size(); ++i) {
