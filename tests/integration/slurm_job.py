@@ -30,6 +30,9 @@ one cohort-train worker per node as a job step. Cases:
                comes with cause preempted (the step's line names no reason;
                the job's PreemptTime does); the job is cancelled after its
                grace time.
+  stopped      once the job trains, SIGTERM to cohort-run (scancel --batch
+               --signal=TERM): it stops its workers through srun and exits
+               143; no worker step and no worker process is left.
 
     slurm_job.py --run PATH --train PATH [CASE...]
 
@@ -350,8 +353,41 @@ def case_preempted(tools, workdir):
           "(%s)" % failed.get("detail"), flush=True)
 
 
+def worker_steps(sc, job):
+    """The job's steps other than the batch step, as 'ID NAME'."""
+    out = sc.client(0, ["squeue", "-h", "--steps", "-j", job.id, "-o", "%i %j"], check=False)
+    return [line.strip() for line in out.splitlines() if line.strip() and ".batch" not in line]
+
+
+def case_stopped(tools, workdir):
+    with slurm_cluster.SlurmCluster(3, workdir) as sc:
+        job = SlurmJob(sc, tools, workdir)
+        try:
+            wait_training(job)
+            steps = worker_steps(sc, job)
+            check(sorted(s.split()[1] for s in steps) == ["host0-0", "host1-0"],
+                  "the job's worker steps are %s, expected host0-0 and host1-0" % steps)
+            # SIGTERM to the batch script, which is cohort-run (exec).
+            sc.client(0, ["scancel", "--batch", "--signal=TERM", job.id])
+            done, _ = job.wait_event(lambda e: e.get("event") == "done", "cohort-run's done event", 30)
+            check(done.get("exit_code") == 143, "cohort-run ended with %s, expected 143 (SIGTERM)" % done)
+            limit = time.monotonic() + 5  # slurmctld may list a step a moment after its srun ended
+            left = worker_steps(sc, job)
+            while left and time.monotonic() < limit:
+                time.sleep(0.2)
+                left = worker_steps(sc, job)
+            check(not left, "worker steps left after cohort-run stopped: %s" % left)
+            check(not worker_pids(sc, 0, "host0-0") and not worker_pids(sc, 1, "host1-0"),
+                  "a worker process is left on its node")
+            check(not job.of("worker_failed"), "workers reported failed: %s" % job.of("worker_failed"))
+        finally:
+            job.cancel()
+    print("stopped: SIGTERM to cohort-run ended both worker steps and their processes; cohort-run exited 143",
+          flush=True)
+
+
 CASES = {"step_killed": case_step_killed, "node_lost": case_node_lost, "oom": case_oom,
-         "preempted": case_preempted}
+         "preempted": case_preempted, "stopped": case_stopped}
 
 
 def run_case(tools, name):
