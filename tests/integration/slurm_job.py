@@ -279,6 +279,7 @@ def case_step_killed(tools, workdir):
           "the reference" % diff)
     print("worker death to the policy (SIGKILL on its node to cohort-run's plan event): %s ms; max %.0f ms"
           % (", ".join("%.0f" % (1000 * t) for t in latencies), 1000 * max(latencies)), flush=True)
+    return latencies
 
 
 def case_node_lost(tools, workdir):
