@@ -12,10 +12,13 @@ namespace: slurmd needs this machine's /sys/fs/cgroup, which a host's own
 sysfs hides. Everything lives under `workdir`: slurm.conf, cgroup.conf,
 the munge key and socket, state, spool and logs.
 
-Cleanup, whatever happens: close() (the `with` block, and atexit) kills
-the daemons (they are started with setsid, so each is a process group of its
-own) and the emulated hosts; a daemon is also started with a death signal
-tied to this process, so a SIGKILLed test leaves nothing behind.
+Cleanup: close() (the `with` block, atexit, and close_all() for a
+watchdog) kills the daemons (each started with setsid, a process group of
+its own), every process in the hosts' network namespaces (slurmstepd and
+the tasks, which live in this machine's PID namespace) and the emulated
+hosts. A daemon also has a death signal tied to this process; a test that
+is SIGKILLed before close() can leave slurmstepd and its tasks behind,
+which are daemons of slurmd's, not children of the test.
 """
 
 import atexit
@@ -96,6 +99,14 @@ PartitionName=high Nodes={all_nodes} MaxTime=INFINITE State=UP PriorityTier=2"""
 
 
 class SlurmCluster:
+    _live = set()
+
+    @classmethod
+    def close_all(cls):
+        """Closes every cluster still open (a watchdog's last resort)."""
+        for c in list(cls._live):
+            c.close()
+
     def __init__(self, n, workdir, slurmd_timeout=5, start_timeout_s=30.0, memory_limits=False,
                  preemption_grace_s=None):
         """memory_limits: confine steps with cgroups (task/cgroup,
@@ -117,6 +128,7 @@ class SlurmCluster:
 
     def __enter__(self):
         atexit.register(self.close)
+        SlurmCluster._live.add(self)
         try:
             self.start()
         except BaseException:
@@ -274,6 +286,7 @@ class SlurmCluster:
         if self._closed:
             return
         self._closed = True
+        SlurmCluster._live.discard(self)
         for name, p in list(self.daemons.items()):
             if p.poll() is None:
                 try:

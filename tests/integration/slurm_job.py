@@ -399,7 +399,8 @@ def run_case(tools, name):
     def watchdog():
         if not done.wait(CASE_DEADLINE_S):
             print("FAIL %s: overran %.0f s; killing everything it started" % (name, CASE_DEADLINE_S), flush=True)
-            os.kill(os.getpid(), signal.SIGTERM)  # hosts.py's handler closes the clusters
+            slurm_cluster.SlurmCluster.close_all()  # the daemons, slurmstepd and the tasks
+            os.kill(os.getpid(), signal.SIGTERM)  # hosts.py's handler closes the hosts
     threading.Thread(target=watchdog, daemon=True).start()
     try:
         CASES[name](tools, workdir)
