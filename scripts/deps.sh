@@ -12,6 +12,7 @@ packages=(
   chromium abigail-tools python3-numpy python3-torch clang libjs-chart.js
   python3-pip python3-setuptools python3-wheel python3-venv python3-build
   nftables prometheus
+  slurm-wlm slurmd slurmctld munge
 )
 
 missing=()

@@ -54,10 +54,15 @@ void sleep_ms(int ms) {
 Launcher::Launcher(Options options)
     : o_(std::move(options)), log_(o_.events_file, o_.quiet), status_(STDOUT_FILENO, !o_.quiet) {
     if (o_.node_id.empty()) o_.node_id = host_name();
+    if (o_.scheduler == SchedulerKind::slurm) {
+        make_slurm_slots();
+        return;
+    }
     for (int r = 0; r < o_.nproc_per_node; ++r) {
         Slot slot;
         slot.local_rank = r;
-        slot.worker = fmt::format("{}-{}", o_.node_id, r);
+        slot.place = fmt::format("{}-{}", o_.node_id, r);
+        slot.worker = slot.place;
         slots_.push_back(std::move(slot));
     }
 }
@@ -80,10 +85,16 @@ void Launcher::make_checkpoint_dir() {
                         fmt::format("--checkpoint-dir: cannot create '{}': {}", o_.checkpoint_dir, ec.message()));
         }
         checkpoint_dir_ = o_.checkpoint_dir;
+        make_node_checkpoint_dirs();
         return;
     }
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = fmt::format("{}/cohort-run-XXXXXX", tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
+    // Under Slurm the workers run on other nodes: the job's working
+    // directory is the one a cluster shares, /tmp is each node's own.
+    const std::string base = slurm_options_                   ? std::filesystem::current_path().string()
+                             : tmp != nullptr && *tmp != '\0' ? tmp
+                                                              : "/tmp";
+    std::string pattern = fmt::format("{}/cohort-run-XXXXXX", base);
     if (::mkdtemp(pattern.data()) == nullptr) {
         throw Error(Errc::io, fmt::format("cannot create a checkpoint directory '{}': {} (set TMPDIR, or give "
                                           "--checkpoint-dir)",
@@ -91,6 +102,20 @@ void Launcher::make_checkpoint_dir() {
     }
     checkpoint_dir_ = pattern;
     own_checkpoint_dir_ = true;
+    make_node_checkpoint_dirs();
+}
+
+// --scheduler slurm: one directory per node, as spec_for gives them out.
+void Launcher::make_node_checkpoint_dirs() {
+    if (!slurm_options_) return;
+    for (const std::string& node : slurm_options_->nodes) {
+        std::error_code ec;
+        std::filesystem::create_directories(std::filesystem::path(checkpoint_dir_) / node, ec);
+        if (ec) {
+            throw Error(Errc::io, fmt::format("cannot create the checkpoint directory '{}/{}': {}", checkpoint_dir_,
+                                              node, ec.message()));
+        }
+    }
 }
 
 void Launcher::connect() {
@@ -104,6 +129,8 @@ void Launcher::connect() {
         // through loopback.
         const bool wildcard = o_.host == "0.0.0.0" || o_.host == "::" || o_.host == "[::]";
         url_ = wildcard ? fmt::format("http://127.0.0.1:{}", server_->port()) : server_->url();
+        // Under Slurm they are on other nodes: this node's address.
+        if (slurm_options_ && wildcard) url_ = fmt::format("http://{}:{}", slurm_url_host(), server_->port());
         advertised_ = advertised_address(o_.master_addr, o_.host);
     } else {
         std::string where = o_.coordinator;
@@ -166,10 +193,12 @@ cohort::WorkerSpec Launcher::spec_for(Slot& slot, bool joined) {
     env["COHORT_COORDINATOR"] = url_;
     env["COHORT_JOB"] = o_.job;
     env["COHORT_MEMBER"] = slot.worker;
-    env["COHORT_NODE_ID"] = o_.node_id;
-    env["COHORT_HOST"] = o_.node_id;
+    env["COHORT_NODE_ID"] = host_of(slot);
+    env["COHORT_HOST"] = host_of(slot);
     env["COHORT_RESTART_COUNT"] = std::to_string(slot.restarts);
-    if (!checkpoint_dir_.empty()) env["COHORT_CHECKPOINT_DIR"] = checkpoint_dir_;
+    // Under Slurm, one directory per node: places on different nodes share LOCAL_RANKs.
+    if (!checkpoint_dir_.empty())
+        env["COHORT_CHECKPOINT_DIR"] = slot.node.empty() ? checkpoint_dir_ : checkpoint_dir_ + "/" + slot.node;
     env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(slot.restarts);
     env["LOCAL_RANK"] = std::to_string(slot.local_rank);
     env["LOCAL_WORLD_SIZE"] = std::to_string(o_.nproc_per_node);
@@ -218,8 +247,8 @@ cohort::WorkerSpec Launcher::make_worker(const cohort::PlanStep& step) {
     }
     if (slot == nullptr) throw Error(Errc::internal, fmt::format("no worker place for: {}", cohort::describe(step)));
     ++slot->restarts;
-    if (step.kind != cohort::StepKind::relaunch)
-        slot->worker = fmt::format("{}-{}.{}", o_.node_id, slot->local_rank, slot->restarts);
+    if (slurm_ && !step.host.empty()) slot->node = step.host;  // where the scheduler places it
+    if (step.kind != cohort::StepKind::relaunch) slot->worker = fmt::format("{}.{}", slot->place, slot->restarts);
     slot->beat_for = false;
     slot->rank.reset();
     ++relaunches_;
@@ -235,7 +264,16 @@ cohort::WorkerSpec Launcher::make_worker(const cohort::PlanStep& step) {
     return spec;
 }
 
+const std::string& Launcher::host_of(const Slot& slot) const {
+    return slot.node.empty() ? o_.node_id : slot.node;
+}
+
+int64_t Launcher::worker_pid(const std::string& worker) const {
+    return local_ != nullptr ? local_->pid(worker) : slurm_->pid(worker);
+}
+
 cohort::ClusterView Launcher::cluster() const {
+    if (slurm_) return slurm_cluster();
     cohort::ClusterView view;
     int free = 0;
     for (const Slot& s : slots_) {
@@ -375,6 +413,8 @@ void Launcher::on_exits() {
         json::object f;
         f["worker"] = e.id;
         f["detail"] = e.message;
+        f["host"] = host_of(*slot);
+        f["cause"] = cohort::to_string(e.cause);
         if (e.kind == cohort::ExitKind::exited) f["exit_code"] = e.exit_code;
         if (e.kind == cohort::ExitKind::signaled) f["signal"] = e.signal;
         log_.emit("worker_failed", std::move(f), fmt::format("worker {} failed: {}", e.id, e.message));
@@ -382,7 +422,8 @@ void Launcher::on_exits() {
         cohort::ScalingEvent event;
         event.kind = cohort::EventKind::failed;
         event.node = e.id;
-        event.host = o_.node_id;
+        event.host = host_of(*slot);
+        event.cause = e.cause;
         event.detail = e.message;
         if (e.kind == cohort::ExitKind::exited) event.exit_code = e.exit_code;
         act(event, o_.relaunch_delay);
@@ -395,7 +436,10 @@ void Launcher::on_exits() {
         });
         if (!slot->running && !relaunching) {
             slot->removed = true;
-            failed_for_good_ = true;
+            // A worker whose node is gone, with no room elsewhere, shrinks
+            // the job (the policy's remove_worker_of_lost_node) without
+            // failing it: the cluster, not the program, failed.
+            if (e.cause != cohort::ExitCause::node_lost) failed_for_good_ = true;
         }
     }
 }
@@ -419,7 +463,8 @@ void Launcher::republish_master(const JobView& job) {
     const auto here = std::find_if(slots_.begin(), slots_.end(),
                                    [&](const Slot& s) { return s.running && s.worker == job.world.front(); });
     if (here == slots_.end()) return;
-    const MasterAddress address = master_ ? *master_ : MasterAddress{advertised_, free_port()};
+    const MasterAddress address =
+        master_ ? *master_ : MasterAddress{here->node.empty() ? advertised_ : here->node, free_port()};
     try {
         publish_master(*client_, o_.job, job.generation, address);
     } catch (const Error& e) {
@@ -489,7 +534,7 @@ void Launcher::on_job(const JobView& job) {
             cohort::ScalingEvent event;
             event.kind = cohort::EventKind::straggler;
             event.node = s.worker;
-            event.host = o_.node_id;
+            event.host = host_of(s);
             event.straggler_score = m.straggler_score;
             event.straggler_seconds = m.slow_for;
             act(event);
@@ -679,7 +724,7 @@ int Launcher::supervise() {
         if (o_.kill_rank && !killed && now >= o_.kill_after) {
             killed = true;
             Slot& s = slots_[static_cast<std::size_t>(*o_.kill_rank)];
-            const int64_t pid = scheduler_->pid(s.worker);
+            const int64_t pid = worker_pid(s.worker);
             if (pid > 0 && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) {
                 json::object f;
                 f["worker"] = s.worker;
@@ -749,9 +794,15 @@ int Launcher::run() {
         } else {
             scaler_ = std::make_unique<cohort::AutoScaler>(so);
         }
-        scheduler_ =
-            std::make_unique<cohort::LocalScheduler>([this](const cohort::PlanStep& step) { return make_worker(step); },
-                                                     std::chrono::milliseconds(static_cast<int64_t>(o_.grace * 1000)));
+        if (slurm_options_) {
+            make_slurm_scheduler();
+        } else {
+            auto local = std::make_unique<cohort::LocalScheduler>(
+                [this](const cohort::PlanStep& step) { return make_worker(step); },
+                std::chrono::milliseconds(static_cast<int64_t>(o_.grace * 1000)));
+            local_ = local.get();
+            scheduler_ = std::move(local);
+        }
         // This launcher may be started again with the same --node-id (it
         // was SIGKILLed and its workers died with it, or its host
         // rebooted): the job may still count those workers' ids as live,

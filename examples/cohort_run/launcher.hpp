@@ -15,6 +15,7 @@
 #include <cohort/coordinator_client.hpp>
 #include <cohort/scaling.hpp>
 #include <cohort/scheduler.hpp>
+#include <cohort/slurm_scheduler.hpp>
 
 #include <memory>
 #include <optional>
@@ -35,6 +36,8 @@ private:
     // One local worker place: LOCAL_RANK, and whoever runs in it now.
     struct Slot {
         int local_rank = 0;
+        std::string node;    // --scheduler slurm: the allocation's node it runs on; else empty (this node)
+        std::string place;   // NODE-LOCAL_RANK: the first worker's id, and the stem of its successors'
         std::string worker;  // the member id of the current process
         int restarts = 0;    // COHORT_RESTART_COUNT of the current process (--restart all: the group's)
         int starts = 0;
@@ -52,6 +55,7 @@ private:
 
     void connect();
     void make_checkpoint_dir();
+    void make_node_checkpoint_dirs();
     void create_job();
     cohort::WorkerSpec spec_for(Slot& slot, bool joined);
 
@@ -78,6 +82,15 @@ private:
     void give_up(const std::string& why);
 
     cohort::WorkerSpec make_worker(const cohort::PlanStep& step);
+    // The host a place's worker runs on: its Slurm node, or this node.
+    const std::string& host_of(const Slot& slot) const;
+    int64_t worker_pid(const std::string& worker) const;
+    // slurm_placement.cpp: the allocation's nodes, --nproc-per-node places on each.
+    void make_slurm_slots();
+    void make_slurm_scheduler();
+    std::string slurm_url_host() const;
+    cohort::ClusterView slurm_cluster() const;
+    void move_off_lost_node(Slot& slot) const;
     Slot* slot_of(std::string_view worker);
 
     int supervise();
@@ -105,7 +118,10 @@ private:
     std::unique_ptr<cohort::Coordinator> server_;
     std::unique_ptr<cohort::CoordinatorClient> client_;
     std::unique_ptr<cohort::AutoScaler> scaler_;
-    std::unique_ptr<cohort::LocalScheduler> scheduler_;
+    std::unique_ptr<cohort::Scheduler> scheduler_;
+    cohort::LocalScheduler* local_ = nullptr;  // scheduler_, when it is one of these
+    cohort::SlurmScheduler* slurm_ = nullptr;
+    std::optional<cohort::SlurmOptions> slurm_options_;
     std::string url_;
     uint16_t master_port_ = 0;             // MASTER_PORT for a one-launcher job without --restart all
     std::string advertised_;               // MASTER_ADDR when rank 0 is here, in a job of several launchers

@@ -71,6 +71,16 @@ options:
                               seconds after the start
       --progress S            a progress line every S seconds (default 2; 0: none)
       --events FILE           also write each event as a JSON line to FILE
+      --scheduler KIND        where the workers run: local (default), processes
+                              on this machine; slurm, inside an sbatch or salloc
+                              allocation: --nproc-per-node job steps (srun) on
+                              each of its nodes, relaunched on a node that is
+                              not lost; --standalone then listens on 0.0.0.0
+                              unless --host says otherwise, and the workers
+                              reach it at this node's address (--master-addr
+                              overrides; docs/schedulers-slurm.md)
+      --srun-arg ARG          --scheduler slurm: one more srun option for every
+                              worker step, e.g. --srun-arg=--gpus-per-task=1
   -q, --quiet                 no event lines on stdout
   -h, --help                  this text
       --version               the version
@@ -93,6 +103,15 @@ T number(std::string_view flag, std::string_view text, T low, T high) {
 }
 
 double seconds(std::string_view flag, std::string_view text) { return number<double>(flag, text, 0.0, 1e9); }
+
+SchedulerKind scheduler_kind(std::string_view v) {
+    if (v == "local") return SchedulerKind::local;
+    if (v == "slurm") return SchedulerKind::slurm;
+    throw Error(Errc::invalid_argument,
+                fmt::format("--scheduler: '{}' is not a scheduler; say 'local' (processes on this machine, the "
+                            "default) or 'slurm' (job steps in this Slurm allocation)",
+                            v));
+}
 
 }  // namespace
 
@@ -126,6 +145,7 @@ std::optional<Options> parse(int argc, char** argv) {
             o.port = number<uint16_t>(arg, args.value(), 0, 65535);
         } else if (arg == "--host") {
             o.host = args.value();
+            o.host_given = true;
             if (o.host.empty()) throw Error(Errc::invalid_argument, "--host: needs an address");
         } else if (arg == "--data-dir") {
             o.data_dir = args.value();
@@ -189,6 +209,10 @@ std::optional<Options> parse(int argc, char** argv) {
             o.progress = seconds(arg, args.value());
         } else if (arg == "--events") {
             o.events_file = args.value();
+        } else if (arg == "--scheduler") {
+            o.scheduler = scheduler_kind(args.value());
+        } else if (arg == "--srun-arg") {
+            o.srun_args.emplace_back(args.value());
         } else if (arg == "-q" || arg == "--quiet") {
             o.quiet = true;
         } else {
@@ -209,6 +233,15 @@ std::optional<Options> parse(int argc, char** argv) {
     if (o.kill_rank && *o.kill_rank >= o.nproc_per_node) {
         throw Error(Errc::invalid_argument, fmt::format("--kill-worker: local rank {} but only {} workers",
                                                         *o.kill_rank, o.nproc_per_node));
+    }
+    if (o.scheduler == SchedulerKind::slurm) {
+        if (o.kill_rank) {
+            throw Error(Errc::invalid_argument,
+                        "--kill-worker is for --scheduler local (under Slurm, kill the task on its node)");
+        }
+        if (o.standalone && !o.host_given) o.host = "0.0.0.0";  // the workers are on other nodes
+    } else if (!o.srun_args.empty()) {
+        throw Error(Errc::invalid_argument, "--srun-arg is for --scheduler slurm");
     }
     if (o.heartbeat_interval <= 0 || o.failure_timeout <= 0) {
         throw Error(Errc::invalid_argument, "--heartbeat-interval and --failure-timeout must be more than 0");

@@ -15,6 +15,12 @@ enum class RestartMode {
     all,        // torchrun's: every worker of the job stops and the group starts again in a new world
 };
 
+// Where the workers run (--scheduler).
+enum class SchedulerKind {
+    local,  // processes on this machine
+    slurm,  // job steps on the nodes of this Slurm allocation, --nproc-per-node on each
+};
+
 struct Options {
     int nproc_per_node = 1;
     int nnodes_min = 1, nnodes_max = 1;
@@ -40,6 +46,9 @@ struct Options {
     double progress = 2;
     std::string events_file;
     bool quiet = false;
+    SchedulerKind scheduler = SchedulerKind::local;
+    bool host_given = false;             // --host was on the command line
+    std::vector<std::string> srun_args;  // --srun-arg, for --scheduler slurm
     std::vector<std::string> program;
 };
 

@@ -56,7 +56,7 @@ void Launcher::join_slots() {
     for (Slot& s : slots_) {
         cohort::MemberDescriptor d;
         d.id = s.worker;
-        d.host = o_.node_id;
+        d.host = host_of(s);
         client_->join(o_.job, d);
         s.rank.reset();
         s.world_size.reset();
@@ -126,8 +126,10 @@ Launcher::Round Launcher::await_round(uint64_t after, double deadline) {
 // generation is over before that (join again).
 std::optional<MasterAddress> Launcher::agree_master(double deadline) {
     const uint64_t generation = world_.generation;
-    if (std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.rank == 0u; })) {
-        const MasterAddress mine{advertised_, free_port()};
+    const auto rank0 = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.rank == 0u; });
+    if (rank0 != slots_.end()) {
+        // Under Slurm rank 0 runs on its node, by name (the port is free here, not checked there).
+        const MasterAddress mine{rank0->node.empty() ? advertised_ : rank0->node, free_port()};
         try {
             publish_master(*client_, o_.job, generation, mine);
         } catch (const Error& e) {
@@ -232,20 +234,26 @@ void Launcher::start_world(double not_before, const std::vector<std::string>& re
 }
 
 void Launcher::launch_slot(Slot& s) {
-    scheduler_->launch(spec_for(s, true));
+    if (slurm_ != nullptr) {
+        move_off_lost_node(s);
+        slurm_->launch(spec_for(s, true), s.node);
+    } else {
+        local_->launch(spec_for(s, true));
+    }
+    const int64_t pid = worker_pid(s.worker);
     json::object f;
     f["worker"] = s.worker;
     f["local_rank"] = s.local_rank;
-    f["pid"] = scheduler_->pid(s.worker);
+    f["pid"] = pid;
+    f["host"] = host_of(s);
     f["restart"] = s.restarts;
     if (s.rank) f["rank"] = *s.rank;
     if (s.world_size) f["world_size"] = *s.world_size;
     if (s.rank) f["generation"] = s.generation;
     log_.emit("worker_started", std::move(f),
-              s.rank ? fmt::format("worker {} started (pid {}, rank {} of {})", s.worker, scheduler_->pid(s.worker),
+              s.rank ? fmt::format("worker {} started on {} (pid {}, rank {} of {})", s.worker, host_of(s), pid,
                                    *s.rank, *s.world_size)
-                     : fmt::format("worker {} started (pid {}; its round has not closed yet)", s.worker,
-                                   scheduler_->pid(s.worker)));
+                     : fmt::format("worker {} started (pid {}; its round has not closed yet)", s.worker, pid));
 }
 
 void Launcher::restart_world(const std::string& why, double delay) {
@@ -268,7 +276,7 @@ void Launcher::restart_world(const std::string& why, double delay) {
     std::vector<std::string> retired;
     for (Slot& s : slots_) {
         retired.push_back(s.worker);
-        s.worker = fmt::format("{}-{}.{}", o_.node_id, s.local_rank, group_restarts_);
+        s.worker = fmt::format("{}.{}", s.place, group_restarts_);
         s.running = false;
         s.finished = false;
         s.restarts = group_restarts_;

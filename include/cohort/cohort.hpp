@@ -11,6 +11,7 @@
 #include <cohort/dtype.hpp>
 #include <cohort/epoch.hpp>
 #include <cohort/error.hpp>
+#include <cohort/exit_cause.hpp>
 #include <cohort/expression.hpp>
 #include <cohort/format.hpp>
 #include <cohort/gpu.hpp>
@@ -26,6 +27,7 @@
 #include <cohort/scheduler.hpp>
 #include <cohort/sharding.hpp>
 #include <cohort/shards.hpp>
+#include <cohort/slurm_scheduler.hpp>
 #include <cohort/store.hpp>
 #include <cohort/topology.hpp>
 #include <cohort/units.hpp>

@@ -7,6 +7,7 @@
 // describes the pack, the plan and the limits.
 #pragma once
 
+#include <cohort/exit_cause.hpp>
 #include <cohort/rules.hpp>
 
 #include <chrono>
@@ -44,6 +45,7 @@ struct ScalingEvent {
     std::string host;    // where that worker runs (else taken from the ClusterView), or where capacity appeared
     std::string detail;  // for people: "exit code 1", "no heartbeat for 60s"
     std::optional<int> exit_code;
+    ExitCause cause = ExitCause::none;        // failed: what the scheduler knows beyond the exit status
     std::optional<double> straggler_score;    // the coordinator's score: its step rate over the median's, in [0, 1]
     std::optional<double> straggler_seconds;  // how long it has straggled; else the auto-scaler measures it
     std::optional<int> free_slots;            // capacity: workers that `host` (or the cluster) can take now

@@ -38,6 +38,7 @@ struct WorkerExit {
     int exit_code = 0;
     int signal = 0;
     bool stopped = false;  // the scheduler stopped it (remove, relaunch, restart, stop_all)
+    ExitCause cause = ExitCause::none;  // a cluster scheduler's reason (node lost, OOM, preemption)
     // "exit code 3", "killed by signal 15 (Terminated)",
     // "cannot start 'trainer': No such file or directory"
     std::string message;

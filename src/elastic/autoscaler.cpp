@@ -88,6 +88,7 @@ struct AutoScaler::Impl {
             set("host_blacklisted", blacklist.blacklisted(builder.node_host(), now));
         }
         set("detail", event.detail);
+        set("cause", std::string(to_string(event.cause)));
         if (event.exit_code) set("exit_code", *event.exit_code);
         set("job_relaunches", budget.job_used());
         set("max_node_relaunches", options.max_node_relaunches);

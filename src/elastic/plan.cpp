@@ -29,6 +29,20 @@ std::string_view to_string(EventKind kind) noexcept {
     return "unknown";
 }
 
+std::string_view to_string(ExitCause cause) noexcept {
+    switch (cause) {
+        case ExitCause::none:
+            return "none";
+        case ExitCause::node_lost:
+            return "node_lost";
+        case ExitCause::out_of_memory:
+            return "oom";
+        case ExitCause::preempted:
+            return "preempted";
+    }
+    return "unknown";
+}
+
 std::string_view to_string(StepKind kind) noexcept {
     switch (kind) {
         case StepKind::launch:

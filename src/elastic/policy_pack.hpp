@@ -18,8 +18,9 @@ struct PolicyVariable {
     Type type;
 };
 
-inline constexpr std::array<PolicyVariable, 16> kPolicyVariables{{
+inline constexpr std::array<PolicyVariable, 17> kPolicyVariables{{
     {"event", Type::string},
+    {"cause", Type::string},
     {"node", Type::string},
     {"host", Type::string},
     {"detail", Type::string},

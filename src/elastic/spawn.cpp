@@ -17,14 +17,12 @@
 extern char** environ;
 
 namespace cohort::detail {
-namespace {
 
-// The caller's environment with the spec's variables set on top.
-std::vector<std::string> environment(const WorkerSpec& spec) {
+std::vector<std::string> worker_environment(const WorkerSpec& spec) {
     for (const auto& [name, value] : spec.env)
         if (name.empty() || name.find('=') != std::string::npos)
             throw Error(Errc::invalid_argument,
-                        fmt::format("LocalScheduler: worker '{}': environment variable name '{}' is empty or holds "
+                        fmt::format("worker '{}': environment variable name '{}' is empty or holds "
                                     "'='",
                                     spec.id, name));
     std::vector<std::string> out;
@@ -37,15 +35,13 @@ std::vector<std::string> environment(const WorkerSpec& spec) {
     return out;
 }
 
-}  // namespace
-
 Spawned spawn_worker(const WorkerSpec& spec) {
     if (spec.argv.empty() || spec.argv[0].empty())
         throw Error(Errc::invalid_argument,
                     fmt::format("LocalScheduler: worker '{}' has no program to run (argv is empty)", spec.id));
     SpawnRequest request;
     request.argv = spec.argv;
-    request.env = environment(spec);
+    request.env = worker_environment(spec);
     request.cwd = spec.cwd;
     // SIGKILL, not SIGTERM: with the launcher gone nobody will escalate, and
     // a worker that handles SIGTERM slowly (or ignores it) would live on,

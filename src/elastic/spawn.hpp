@@ -7,6 +7,7 @@
 #include "core/subprocess.hpp"
 
 #include <string>
+#include <vector>
 
 #include <sys/types.h>
 
@@ -19,6 +20,11 @@ namespace cohort::detail {
 // long as the workers should (cohort-run's main thread). Throws
 // Error(invalid_argument) for an empty argv or a bad variable name.
 Spawned spawn_worker(const WorkerSpec& spec);
+
+// The caller's environment with spec.env set on top, for a worker's
+// process (or the srun that starts it). Throws Error(invalid_argument) for
+// a variable name that is empty or holds '='.
+std::vector<std::string> worker_environment(const WorkerSpec& spec);
 
 // "cannot start 'trainer': No such file or directory"
 std::string start_failure(const WorkerSpec& spec, int error);

@@ -93,12 +93,12 @@ TEST(ElasticPack, LoadsFromTheSourceTreeWithEveryRuleAndVariable) {
     std::vector<std::string> ids;
     for (const Rule& rule : set.rules()) ids.push_back(rule.id);
     EXPECT_THAT(ids, ElementsAre("relaunch_failed_node", "restart_workers_on_hang", "replace_persistent_straggler",
-                                 "scale_up_on_capacity"));
-    for (const char* name : {"event", "node", "host", "detail", "exit_code", "node_relaunches", "job_relaunches",
-                             "max_node_relaunches", "max_job_relaunches", "nodes", "min_nodes", "max_nodes",
-                             "free_slots", "host_blacklisted", "straggler_score", "straggler_for"})
+                                 "scale_up_on_capacity", "remove_worker_of_lost_node"));
+    for (const char* name : {"event", "cause", "node", "host", "detail", "exit_code", "node_relaunches",
+                             "job_relaunches", "max_node_relaunches", "max_job_relaunches", "nodes", "min_nodes",
+                             "max_nodes", "free_slots", "host_blacklisted", "straggler_score", "straggler_for"})
         EXPECT_TRUE(set.variables().contains(name)) << name;
-    EXPECT_EQ(set.variables().size(), 16u);
+    EXPECT_EQ(set.variables().size(), 17u);
 }
 
 // ------------------------------------------------------------------ failures
@@ -118,6 +118,51 @@ TEST(AutoScaler, RelaunchesAFailedNodeInPlace) {
     EXPECT_EQ(plan.nodes_after, 3);
     EXPECT_FALSE(plan.below_min_nodes);
     EXPECT_EQ(scaler.budget().node_used("w1"), 1);
+}
+
+// A worker whose node was lost (a cluster scheduler's cause) is relaunched
+// elsewhere while a host has room, and removed when none has: the node is
+// gone, retrying it would spend the budget for nothing.
+TEST(AutoScaler, AWorkerOfALostNodeMovesOrIsRemovedWhenNoHostHasRoom) {
+    AutoScaler scaler(options(1, 4));
+    ScalingEvent lost = failed("w1", -1);
+    lost.cause = ExitCause::node_lost;
+    lost.host = "h1";
+    const ScalingPlan moved = scaler.on_event(lost, three_workers(), 0);  // h2 has 2 free slots
+    ASSERT_THAT(kinds(moved), ElementsAre(StepKind::relaunch)) << describe(moved);
+    EXPECT_EQ(moved.steps[0].rule, "relaunch_failed_node");
+    EXPECT_EQ(scaler.last_evaluation().fired.size(), 1u);
+
+    ClusterView full = three_workers();
+    full.hosts = {{"h0", 0}, {"h2", 0}};  // h1 is gone from the view: the launcher drops lost nodes
+    const ScalingPlan removed = scaler.on_event(lost, full, 1);
+    ASSERT_THAT(kinds(removed), ElementsAre(StepKind::remove)) << describe(removed);
+    EXPECT_EQ(removed.steps[0].rule, "remove_worker_of_lost_node");
+
+    // Any other cause with no room is still relaunched in place.
+    ScalingEvent oom = failed("w0", 137);
+    oom.cause = ExitCause::out_of_memory;
+    const ScalingPlan again = scaler.on_event(oom, full, 2);
+    ASSERT_THAT(kinds(again), ElementsAre(StepKind::relaunch)) << describe(again);
+}
+
+TEST(AutoScaler, TheCauseIsARuleVariable) {
+    PackFile pack(R"(version: 1
+variables: {event: string, cause: string}
+rules:
+  - id: no_relaunch_when_preempted
+    condition: event == 'failed' AND cause == 'preempted'
+    actions: [{type: remove, target: node}]
+)");
+    AutoScaler scaler(options(1, 4), pack.path());
+    ScalingEvent e = failed("w1");
+    e.cause = ExitCause::preempted;
+    EXPECT_THAT(kinds(scaler.on_event(e, three_workers(), 0)), ElementsAre(StepKind::remove));
+    EXPECT_THAT(kinds(scaler.on_event(failed("w2"), three_workers(), 1)), IsEmpty());
+    EXPECT_EQ(to_string(ExitCause::none), "none");
+    EXPECT_EQ(to_string(ExitCause::node_lost), "node_lost");
+    EXPECT_EQ(to_string(ExitCause::out_of_memory), "oom");
+    EXPECT_EQ(to_string(ExitCause::preempted), "preempted");
 }
 
 // The engine keeps state per rule, not per node: two nodes failing one after

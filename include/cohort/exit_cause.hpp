@@ -1,0 +1,25 @@
+// Why a worker ended, as far as its scheduler can tell beyond the exit
+// status: a cluster manager knows when it lost the worker's machine, killed
+// it for memory or took its resources back for another job. The launcher
+// passes the cause on to the policy (ScalingEvent::cause, the rule
+// variable `cause`), so that each can be handled on its own.
+#pragma once
+
+#include <cohort/export.hpp>
+
+#include <cstdint>
+#include <string_view>
+
+namespace cohort {
+
+enum class ExitCause : uint8_t {
+    none,           // nothing beyond the exit status (an ordinary exit or kill)
+    node_lost,      // the machine it ran on left the cluster (down, unreachable)
+    out_of_memory,  // killed for using more memory than it was given
+    preempted,      // the cluster manager took its resources for other work
+};
+
+// "none", "node_lost", "oom", "preempted": the values of the rule variable.
+COHORT_API std::string_view to_string(ExitCause cause) noexcept;
+
+}  // namespace cohort
