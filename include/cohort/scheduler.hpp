@@ -32,12 +32,29 @@ enum class ExitKind : uint8_t {
     not_started,  // it could not be started: message says why
 };
 
+// Why a worker ended, where the scheduler can tell more than an exit code
+// (a cluster manager's verdict). LocalScheduler leaves it `none`.
+enum class ExitCause : uint8_t {
+    none,             // nothing beyond kind, exit_code and signal
+    oom_killed,       // killed for memory (Kubernetes: reason OOMKilled)
+    evicted,          // evicted by the node (pressure) or through the eviction API
+    preempted,        // made room for a higher-priority workload (DisruptionTarget)
+    node_lost,        // its node went away or stopped reporting
+    pending_timeout,  // never started: unschedulable or pending past the scheduler's deadline
+    image_pull,       // never started: its image could not be pulled
+    deleted,          // removed by someone else (kubectl delete, a controller)
+    api_error,        // the cluster refused to start it (the message says why)
+};
+COHORT_API std::string_view to_string(ExitCause cause) noexcept;
+
 struct WorkerExit {
     std::string id;
     ExitKind kind = ExitKind::exited;
     int exit_code = 0;
     int signal = 0;
     bool stopped = false;  // the scheduler stopped it (remove, relaunch, restart, stop_all)
+    ExitCause cause = ExitCause::none;
+    std::string host;  // where it ran, when the scheduler placed it (a Kubernetes node)
     // "exit code 3", "killed by signal 15 (Terminated)",
     // "cannot start 'trainer': No such file or directory"
     std::string message;
@@ -60,6 +77,10 @@ public:
     virtual void signal_all(int signal) = 0;
     // Asks every worker to stop, and ends the ones still running after `grace`.
     virtual void stop_all(std::chrono::milliseconds grace) = 0;
+    // Room for more workers that appeared since the last call, as capacity
+    // events for the policy. Never blocks; a scheduler that cannot tell
+    // (LocalScheduler) returns none.
+    virtual std::vector<ScalingEvent> capacity();
 };
 
 // Builds the worker for a launch step (a new id), a relaunch step (the

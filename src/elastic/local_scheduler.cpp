@@ -24,6 +24,34 @@ namespace cohort {
 
 Scheduler::~Scheduler() = default;
 
+std::vector<ScalingEvent> Scheduler::capacity() {
+    return {};
+}
+
+std::string_view to_string(ExitCause cause) noexcept {
+    switch (cause) {
+        case ExitCause::none:
+            return "none";
+        case ExitCause::oom_killed:
+            return "oom_killed";
+        case ExitCause::evicted:
+            return "evicted";
+        case ExitCause::preempted:
+            return "preempted";
+        case ExitCause::node_lost:
+            return "node_lost";
+        case ExitCause::pending_timeout:
+            return "pending_timeout";
+        case ExitCause::image_pull:
+            return "image_pull";
+        case ExitCause::deleted:
+            return "deleted";
+        case ExitCause::api_error:
+            return "api_error";
+    }
+    return "unknown";
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

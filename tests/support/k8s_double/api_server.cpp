@@ -135,6 +135,16 @@ std::string event_line(const std::string& type, const json::value& object) {
 struct ApiServer::Impl {
     PodStore& store;
     ServerOptions options;
+    // Open watches; touched only on the io thread. Declared before the
+    // io_context: its destructor ends the watches' coroutines, which leave this set.
+    struct Watch {
+        asio::steady_timer* timer;
+        beast::tcp_stream* stream;
+        bool drop = false;
+        bool expire = false;
+    };
+    std::set<Watch*> watches;
+    std::atomic<std::size_t> open{0};
     asio::io_context ioc;
     tcp::acceptor acceptor{ioc};
     std::thread thread;
@@ -145,16 +155,6 @@ struct ApiServer::Impl {
     ServerCounts counts;
     Control control;
     int callback = -1;  // the store's on_change id
-
-    // Open watches; touched only on the io thread.
-    struct Watch {
-        asio::steady_timer* timer;
-        beast::tcp_stream* stream;
-        bool drop = false;
-        bool expire = false;
-    };
-    std::set<Watch*> watches;
-    std::atomic<std::size_t> open{0};
 
     Impl(PodStore& s, ServerOptions o) : store(s), options(std::move(o)) {}
 

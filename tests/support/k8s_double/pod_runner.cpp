@@ -96,6 +96,10 @@ void PodRunner::start(const std::string& name, const json::object& pod) {
                 if (e.is_object()) env.push_back(str(e.as_object(), "name") + "=" + str(e.as_object(), "value"));
         env.push_back("HOSTNAME=" + name);
     }
+    if (argv.empty() && c != nullptr && str(*c, "image").find("/pause:") != std::string::npos) {
+        store_.set_fate(name, PodFate::running);  // the pause image does nothing: nothing to start
+        return;
+    }
     if (argv.empty()) {
         // An image's entrypoint cannot run here: say so as the kubelet would.
         store_.set_fate(name, PodFate::failed, 128, "StartError");

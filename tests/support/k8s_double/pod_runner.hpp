@@ -3,7 +3,7 @@
 // writes the pod's status as it starts and ends, and kills the process
 // when the pod is deleted. `capacity` bounds how many pods run at once;
 // pods past it stay Pending as Unschedulable until room frees up, as on a
-// full cluster.
+// full cluster. A pod of the pause image with no command runs nothing.
 #pragma once
 
 #include "pod_store.hpp"
