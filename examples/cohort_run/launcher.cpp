@@ -162,7 +162,7 @@ cohort::WorkerSpec Launcher::spec_for(Slot& slot, bool joined) {
     spec.id = slot.worker;
     spec.argv = o_.program;
     auto& env = spec.env;
-    env["COHORT_COORDINATOR"] = url_;
+    env["COHORT_COORDINATOR"] = o_.worker_coordinator.empty() ? url_ : o_.worker_coordinator;
     env["COHORT_JOB"] = o_.job;
     env["COHORT_MEMBER"] = slot.worker;
     env["COHORT_NODE_ID"] = o_.node_id;
@@ -179,7 +179,7 @@ cohort::WorkerSpec Launcher::spec_for(Slot& slot, bool joined) {
     if (joined && master_) {
         env["MASTER_ADDR"] = master_->addr;
         env["MASTER_PORT"] = std::to_string(master_->port);
-    } else if (o_.nnodes_max == 1 && o_.restart == RestartMode::survivors && master_port_ != 0) {
+    } else if (o_.nnodes_max == 1 && o_.restart == RestartMode::survivors && master_port_ != 0 && local_ != nullptr) {
         env["MASTER_ADDR"] = "127.0.0.1";
         env["MASTER_PORT"] = std::to_string(master_port_);
     }
@@ -374,6 +374,8 @@ void Launcher::on_exits() {
         json::object f;
         f["worker"] = e.id;
         f["detail"] = e.message;
+        if (e.cause != cohort::ExitCause::none) f["cause"] = cohort::to_string(e.cause);
+        if (!e.host.empty()) f["host"] = e.host;
         if (e.kind == cohort::ExitKind::exited) f["exit_code"] = e.exit_code;
         if (e.kind == cohort::ExitKind::signaled) f["signal"] = e.signal;
         log_.emit("worker_failed", std::move(f), fmt::format("worker {} failed: {}", e.id, e.message));
@@ -382,7 +384,11 @@ void Launcher::on_exits() {
         event.kind = cohort::EventKind::failed;
         event.node = e.id;
         event.host = o_.node_id;
-        event.detail = e.message;
+        // The cause leads the detail, so that a rule can tell a worker that
+        // never started (pending_timeout:, image_pull:) from one that died.
+        event.detail = e.cause == cohort::ExitCause::none
+                           ? e.message
+                           : fmt::format("{}: {}", cohort::to_string(e.cause), e.message);
         if (e.kind == cohort::ExitKind::exited) event.exit_code = e.exit_code;
         act(event, o_.relaunch_delay);
         // The rest of this batch are the old world's processes.
@@ -394,8 +400,23 @@ void Launcher::on_exits() {
         });
         if (!slot->running && !relaunching) {
             slot->removed = true;
-            failed_for_good_ = true;
+            // A pod the cluster had no room for is not a failed worker: the
+            // job goes on without it and may grow back on capacity.
+            if (e.cause != cohort::ExitCause::pending_timeout) failed_for_good_ = true;
         }
+    }
+}
+
+// Room for more workers (a Kubernetes pod that was Unschedulable got a
+// node): the policy may grow the job back toward its maximum.
+void Launcher::on_capacity() {
+    for (cohort::ScalingEvent& event : scheduler_->capacity()) {
+        json::object f;
+        f["host"] = event.host;
+        f["free_slots"] = event.free_slots.value_or(0);
+        f["detail"] = event.detail;
+        log_.emit("capacity", std::move(f), "capacity: " + event.detail);
+        act(event);
     }
 }
 
@@ -646,7 +667,7 @@ int Launcher::supervise() {
         if (o_.kill_rank && !killed && now >= o_.kill_after) {
             killed = true;
             Slot& s = slots_[static_cast<std::size_t>(*o_.kill_rank)];
-            const int64_t pid = scheduler_->pid(s.worker);
+            const int64_t pid = local_ != nullptr ? local_->pid(s.worker) : -1;
             if (pid > 0 && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) {
                 json::object f;
                 f["worker"] = s.worker;
@@ -656,6 +677,7 @@ int Launcher::supervise() {
             }
         }
         on_exits();
+        on_capacity();
         run_due_plans();
         if (finished() && deferred_.empty()) return 0;
         if (now >= next_beat) {
@@ -712,9 +734,8 @@ int Launcher::run() {
         } else {
             scaler_ = std::make_unique<cohort::AutoScaler>(so);
         }
-        scheduler_ =
-            std::make_unique<cohort::LocalScheduler>([this](const cohort::PlanStep& step) { return make_worker(step); },
-                                                     std::chrono::milliseconds(static_cast<int64_t>(o_.grace * 1000)));
+        scheduler_ = make_scheduler(o_, [this](const cohort::PlanStep& step) { return make_worker(step); });
+        local_ = dynamic_cast<cohort::LocalScheduler*>(scheduler_.get());
         // This launcher may be started again with the same --node-id (it
         // was SIGKILLed and its workers died with it, or its host
         // rebooted): the job may still count those workers' ids as live,

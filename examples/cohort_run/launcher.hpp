@@ -9,6 +9,7 @@
 #include "job_view.hpp"
 #include "master_address.hpp"
 #include "options.hpp"
+#include "scheduler_choice.hpp"
 
 #include <cohort/coordinator.hpp>
 #include <cohort/coordinator_client.hpp>
@@ -81,6 +82,7 @@ private:
 
     int supervise();
     void on_exits();
+    void on_capacity();
     void on_job(const JobView& job);
     void heartbeat_for_workers();
     // delay > 0: the plan runs that much later (a failed worker's relaunch).
@@ -99,7 +101,8 @@ private:
     std::unique_ptr<cohort::Coordinator> server_;
     std::unique_ptr<cohort::CoordinatorClient> client_;
     std::unique_ptr<cohort::AutoScaler> scaler_;
-    std::unique_ptr<cohort::LocalScheduler> scheduler_;
+    std::unique_ptr<cohort::Scheduler> scheduler_;
+    cohort::LocalScheduler* local_ = nullptr;  // scheduler_, with --scheduler local
     std::string url_;
     uint16_t master_port_ = 0;             // MASTER_PORT for a one-launcher job without --restart all
     std::string advertised_;               // MASTER_ADDR when rank 0 is here, in a job of several launchers

@@ -70,6 +70,28 @@ options:
       --kill-worker R@S       demos and tests: SIGKILL local worker R once, S
                               seconds after the start
       --progress S            a progress line every S seconds (default 2; 0: none)
+      --scheduler KIND        where the workers run: local (processes on this
+                              machine, the default) or kubernetes (one pod per
+                              worker; docs/schedulers.md)
+      --worker-coordinator URL  the coordinator's address as the workers see it
+                              (default: the one this launcher uses; with
+                              kubernetes, the coordinator's Service, e.g.
+                              http://cohort-coordinator:29400)
+      --pending-timeout S     kubernetes: a pod Pending (Unschedulable, image
+                              not pulled) longer than this is given up and the
+                              job goes on without it (default 300)
+      --k8s-kubeconfig FILE   kubernetes: the cluster (default: $KUBECONFIG,
+                              else the pod's service account, else
+                              ~/.kube/config)
+      --k8s-context NAME      kubernetes: the kubeconfig's context (default:
+                              its current-context)
+      --k8s-namespace NS      kubernetes: the pods' namespace (default: the
+                              context's or the service account's)
+      --k8s-pod-template FILE kubernetes: a Pod manifest or pod spec (YAML or
+                              JSON) the workers' pods are made from
+      --k8s-image IMAGE       kubernetes: the image, when the template has none
+      --k8s-owner-pod NAME    kubernetes: the pods' owner (this launcher's pod,
+                              so deleting it deletes the workers)
       --events FILE           also write each event as a JSON line to FILE
   -q, --quiet                 no event lines on stdout
   -h, --help                  this text
@@ -189,6 +211,38 @@ std::optional<Options> parse(int argc, char** argv) {
             o.progress = seconds(arg, args.value());
         } else if (arg == "--events") {
             o.events_file = args.value();
+        } else if (arg == "--scheduler") {
+            const std::string_view v = args.value();
+            if (v == "local") {
+                o.scheduler = SchedulerKind::local;
+            } else if (v == "kubernetes") {
+                o.scheduler = SchedulerKind::kubernetes;
+            } else {
+                throw Error(Errc::invalid_argument,
+                            fmt::format("--scheduler: '{}' is not a scheduler; say 'local' (processes on this "
+                                        "machine) or 'kubernetes' (pods)",
+                                        v));
+            }
+        } else if (arg == "--worker-coordinator") {
+            o.worker_coordinator = args.value();
+            if (o.worker_coordinator.rfind("http://", 0) != 0 && o.worker_coordinator.rfind("https://", 0) != 0)
+                throw Error(
+                    Errc::invalid_argument,
+                    fmt::format("--worker-coordinator: '{}' is not a URL (http://HOST:PORT)", o.worker_coordinator));
+        } else if (arg == "--pending-timeout") {
+            o.pending_timeout = number<double>(arg, args.value(), 0.001, 1e9);
+        } else if (arg == "--k8s-kubeconfig") {
+            o.k8s_kubeconfig = args.value();
+        } else if (arg == "--k8s-context") {
+            o.k8s_context = args.value();
+        } else if (arg == "--k8s-namespace") {
+            o.k8s_namespace = args.value();
+        } else if (arg == "--k8s-pod-template") {
+            o.k8s_pod_template = args.value();
+        } else if (arg == "--k8s-image") {
+            o.k8s_image = args.value();
+        } else if (arg == "--k8s-owner-pod") {
+            o.k8s_owner_pod = args.value();
         } else if (arg == "-q" || arg == "--quiet") {
             o.quiet = true;
         } else {
@@ -209,6 +263,12 @@ std::optional<Options> parse(int argc, char** argv) {
     if (o.kill_rank && *o.kill_rank >= o.nproc_per_node) {
         throw Error(Errc::invalid_argument, fmt::format("--kill-worker: local rank {} but only {} workers",
                                                         *o.kill_rank, o.nproc_per_node));
+    }
+    if (o.kill_rank && o.scheduler != SchedulerKind::local) {
+        throw Error(Errc::invalid_argument, "--kill-worker: only with --scheduler local (a pod has no pid here)");
+    }
+    if (o.scheduler == SchedulerKind::kubernetes && o.restart == RestartMode::all) {
+        throw Error(Errc::invalid_argument, "--restart all: not with --scheduler kubernetes yet; use survivors");
     }
     if (o.heartbeat_interval <= 0 || o.failure_timeout <= 0) {
         throw Error(Errc::invalid_argument, "--heartbeat-interval and --failure-timeout must be more than 0");

@@ -15,6 +15,12 @@ enum class RestartMode {
     all,        // torchrun's: every worker of the job stops and the group starts again in a new world
 };
 
+// Where the workers run (--scheduler).
+enum class SchedulerKind {
+    local,       // processes on this machine
+    kubernetes,  // pods of a Kubernetes cluster
+};
+
 struct Options {
     int nproc_per_node = 1;
     int nnodes_min = 1, nnodes_max = 1;
@@ -40,6 +46,10 @@ struct Options {
     double progress = 2;
     std::string events_file;
     bool quiet = false;
+    SchedulerKind scheduler = SchedulerKind::local;
+    std::string k8s_kubeconfig, k8s_context, k8s_namespace, k8s_pod_template, k8s_image, k8s_owner_pod;
+    double pending_timeout = 300;
+    std::string worker_coordinator;  // the coordinator's URL as workers see it; empty: the launcher's
     std::vector<std::string> program;
 };
 

@@ -232,20 +232,28 @@ void Launcher::start_world(double not_before, const std::vector<std::string>& re
 }
 
 void Launcher::launch_slot(Slot& s) {
-    scheduler_->launch(spec_for(s, true));
+    const cohort::WorkerSpec spec = spec_for(s, true);
     json::object f;
     f["worker"] = s.worker;
     f["local_rank"] = s.local_rank;
-    f["pid"] = scheduler_->pid(s.worker);
+    std::string where;
+    if (local_ != nullptr) {
+        local_->launch(spec);
+        f["pid"] = local_->pid(s.worker);
+        where = fmt::format("pid {}", local_->pid(s.worker));
+    } else {
+        auto& pods = dynamic_cast<cohort::KubernetesScheduler&>(*scheduler_);
+        pods.launch(spec);
+        f["pod"] = pods.pod_name(s.worker);
+        where = "pod " + pods.pod_name(s.worker);
+    }
     f["restart"] = s.restarts;
     if (s.rank) f["rank"] = *s.rank;
     if (s.world_size) f["world_size"] = *s.world_size;
     if (s.rank) f["generation"] = s.generation;
     log_.emit("worker_started", std::move(f),
-              s.rank ? fmt::format("worker {} started (pid {}, rank {} of {})", s.worker, scheduler_->pid(s.worker),
-                                   *s.rank, *s.world_size)
-                     : fmt::format("worker {} started (pid {}; its round has not closed yet)", s.worker,
-                                   scheduler_->pid(s.worker)));
+              s.rank ? fmt::format("worker {} started ({}, rank {} of {})", s.worker, where, *s.rank, *s.world_size)
+                     : fmt::format("worker {} started ({}; its round has not closed yet)", s.worker, where));
 }
 
 void Launcher::restart_world(const std::string& why, double delay) {

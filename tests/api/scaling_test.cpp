@@ -92,7 +92,7 @@ TEST(ElasticPack, LoadsFromTheSourceTreeWithEveryRuleAndVariable) {
     EXPECT_THAT(set.warnings(), IsEmpty());
     std::vector<std::string> ids;
     for (const Rule& rule : set.rules()) ids.push_back(rule.id);
-    EXPECT_THAT(ids, ElementsAre("relaunch_failed_node", "restart_workers_on_hang", "replace_persistent_straggler",
+    EXPECT_THAT(ids, ElementsAre("remove_worker_never_started", "relaunch_failed_node", "restart_workers_on_hang", "replace_persistent_straggler",
                                  "scale_up_on_capacity"));
     for (const char* name : {"event", "node", "host", "detail", "exit_code", "node_relaunches", "job_relaunches",
                              "max_node_relaunches", "max_job_relaunches", "nodes", "min_nodes", "max_nodes",
@@ -118,6 +118,23 @@ TEST(AutoScaler, RelaunchesAFailedNodeInPlace) {
     EXPECT_EQ(plan.nodes_after, 3);
     EXPECT_FALSE(plan.below_min_nodes);
     EXPECT_EQ(scaler.budget().node_used("w1"), 1);
+}
+
+// A worker whose pod never started (a scheduler's pending_timeout or
+// image_pull) is removed, not relaunched into the same wait.
+TEST(AutoScaler, RemovesAWorkerThatNeverStarted) {
+    AutoScaler scaler(options(2, 4));
+    for (const char* detail : {"pending_timeout: pod job-w1-0 never started: Pending for more than 300 s",
+                               "image_pull: pod job-w1-0 never started: ImagePullBackOff"}) {
+        ScalingEvent event = failed("w1");
+        event.exit_code.reset();
+        event.detail = detail;
+        const ScalingPlan plan = scaler.on_event(event, three_workers(), 0);
+        ASSERT_THAT(kinds(plan), ElementsAre(StepKind::remove)) << describe(plan);
+        EXPECT_EQ(plan.steps[0].rule, "remove_worker_never_started");
+        EXPECT_EQ(plan.nodes_after, 2);
+    }
+    EXPECT_EQ(scaler.budget().node_used("w1"), 0);
 }
 
 // The engine keeps state per rule, not per node: two nodes failing one after
