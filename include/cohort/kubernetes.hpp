@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -94,6 +95,12 @@ public:
     void launch(const WorkerSpec& spec);
     // The pod that runs the worker now, or empty.
     std::string pod_name(std::string_view id) const;
+    // Sets labels on the worker's pod (a merge patch; an empty value removes
+    // the label), e.g. its rank for kubectl get -l. Sent in the background;
+    // a pod whose create has not been answered yet is patched once it is.
+    // Throws Error(not_found) for a worker that is not running and
+    // Error(invalid_argument) for a cohort.dev/ label (the scheduler's own).
+    void set_labels(std::string_view id, const std::map<std::string, std::string>& labels);
 
     struct Impl;
 

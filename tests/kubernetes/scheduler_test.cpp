@@ -415,6 +415,42 @@ TEST(KubernetesScheduler, ManyRelaunchesGoOutConcurrentlyAgainstASlowServer) {
     for (int i = 0; i < 32; ++i) EXPECT_TRUE(k.gone("test-w" + std::to_string(i) + "-1"));
 }
 
+TEST(KubernetesScheduler, SetLabelsPatchesThePodsLabels) {
+    Cluster k;
+    KubernetesScheduler s(k.options(), from_step);
+    s.launch(worker("w0"));
+    s.set_labels("w0", {{"rank", "3"}, {"stage", "warmup"}});  // before the create is answered
+    ASSERT_TRUE(k.has("test-w0-0"));
+    const auto labels = [&] { return k.store.pod("test-w0-0")->at("metadata").at("labels").as_object(); };
+    auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!labels().contains("rank") && std::chrono::steady_clock::now() < deadline) {
+        s.poll();
+        std::this_thread::sleep_for(2ms);
+    }
+    EXPECT_EQ(labels().at("rank"), "3");
+    EXPECT_EQ(labels().at("stage"), "warmup");
+    EXPECT_EQ(labels().at("cohort.dev/worker"), "w0");
+    s.set_labels("w0", {{"stage", ""}, {"rank", "4"}});
+    deadline = std::chrono::steady_clock::now() + 20s;
+    while (labels().at("rank") != "4" && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(2ms);
+    EXPECT_EQ(labels().at("rank"), "4");
+    EXPECT_FALSE(labels().contains("stage"));
+    EXPECT_GE(k.server.counts().patches, 2u);
+    EXPECT_THAT(settle(s, 200ms), IsEmpty());  // a label change is no end
+    try {
+        s.set_labels("w0", {{"cohort.dev/job", "x"}});
+        ADD_FAILURE() << "the scheduler's own label was patched";
+    } catch (const Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("label 'cohort.dev/job' is the scheduler's own"));
+    }
+    try {
+        s.set_labels("nobody", {{"a", "b"}});
+        ADD_FAILURE() << "a worker that is not running was labelled";
+    } catch (const Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("worker 'nobody' is not running"));
+    }
+}
+
 TEST(KubernetesScheduler, AnUnreachableServerReportsTheCreateFailure) {
     KubernetesOptions o;
     o.cluster.server = "http://127.0.0.1:9";  // discard: nothing listens

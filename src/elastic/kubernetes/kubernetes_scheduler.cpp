@@ -72,7 +72,8 @@ struct KubernetesScheduler::Impl {
     std::vector<k8s::PodChange> held;                    // changes for pods whose create has not answered
     std::vector<WorkerExit> exits;
     std::vector<ScalingEvent> capacity_events;
-    std::set<std::string> placeholders;  // pods standing in for workers given up
+    std::map<std::string, json::object> label_patches;  // pod -> labels to set once its create answers
+    std::set<std::string> placeholders;                 // pods standing in for workers given up
     int next_placeholder = 0;
 
     std::mutex results_mu;
@@ -104,6 +105,12 @@ struct KubernetesScheduler::Impl {
                 if (r.status == 200 || r.status == 202 || r.status == 404) return;
             }
         });
+    }
+
+    void patch_labels(const std::string& pod, const json::object& labels) {
+        const std::string body = json::serialize(json::object{{"metadata", json::object{{"labels", labels}}}});
+        pool->submit(
+            [this, pod, body] { api.request("PATCH", pods_path + "/" + pod, body, "application/merge-patch+json"); });
     }
 
     void report(const std::string& id, WorkerExit exit) {
@@ -221,6 +228,10 @@ struct KubernetesScheduler::Impl {
             }
             it->second.uid = r.uid;
             it->second.answered = r.answered;
+            if (auto p = label_patches.find(r.pod); p != label_patches.end()) {
+                patch_labels(r.pod, p->second);
+                label_patches.erase(p);
+            }
         }
     }
 
@@ -430,6 +441,32 @@ void KubernetesScheduler::launch(const WorkerSpec& spec) {
 std::string KubernetesScheduler::pod_name(std::string_view id) const {
     const auto it = impl_->workers.find(id);
     return it == impl_->workers.end() ? std::string() : it->second.pod;
+}
+
+void KubernetesScheduler::set_labels(std::string_view id, const std::map<std::string, std::string>& labels) {
+    Impl& impl = *impl_;
+    const auto it = impl.workers.find(id);
+    if (it == impl.workers.end())
+        throw Error(Errc::not_found, fmt::format("KubernetesScheduler::set_labels: worker '{}' is not running", id));
+    json::object patch;
+    for (const auto& [key, value] : labels) {
+        if (key.rfind("cohort.dev/", 0) == 0)
+            throw Error(Errc::invalid_argument,
+                        fmt::format("KubernetesScheduler::set_labels: label '{}' is the scheduler's own; use a key "
+                                    "outside cohort.dev/",
+                                    key));
+        if (value.empty()) {
+            patch[key] = nullptr;
+        } else {
+            patch[key] = value;
+        }
+    }
+    if (it->second.uid.empty()) {
+        json::object& pending = impl.label_patches[it->second.pod];
+        for (auto& [key, value] : patch) pending[key] = value;
+        return;
+    }
+    impl.patch_labels(it->second.pod, patch);
 }
 
 void KubernetesScheduler::execute(const ScalingPlan& plan) {
