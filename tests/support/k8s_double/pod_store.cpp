@@ -113,6 +113,7 @@ void PodStore::notify() {
 }
 
 Answer PodStore::create(json::value body) {
+    Answer created;
     {
         std::lock_guard lock(mu_);
         if (!body.is_object())
@@ -165,10 +166,10 @@ Answer PodStore::create(json::value body) {
         pod["status"] = std::move(status);
         record("ADDED", pod);
         pods_[name] = pod;
+        created = {201, pod};  // as created: a test may change or delete it at once
     }
     notify();
-    std::lock_guard lock(mu_);
-    return {201, pods_.at(body.as_object().at("metadata").at("name").as_string().c_str())};
+    return created;
 }
 
 Answer PodStore::get(const std::string& name) const {
