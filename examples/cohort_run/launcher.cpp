@@ -190,7 +190,7 @@ cohort::WorkerSpec Launcher::spec_for(Slot& slot, bool joined) {
     spec.id = slot.worker;
     spec.argv = o_.program;
     auto& env = spec.env;
-    env["COHORT_COORDINATOR"] = url_;
+    env["COHORT_COORDINATOR"] = o_.worker_coordinator.empty() ? url_ : o_.worker_coordinator;
     env["COHORT_JOB"] = o_.job;
     env["COHORT_MEMBER"] = slot.worker;
     env["COHORT_NODE_ID"] = host_of(slot);
@@ -209,7 +209,7 @@ cohort::WorkerSpec Launcher::spec_for(Slot& slot, bool joined) {
     if (joined && master_) {
         env["MASTER_ADDR"] = master_->addr;
         env["MASTER_PORT"] = std::to_string(master_->port);
-    } else if (o_.nnodes_max == 1 && o_.restart == RestartMode::survivors && master_port_ != 0) {
+    } else if (o_.nnodes_max == 1 && o_.restart == RestartMode::survivors && master_port_ != 0 && local_ != nullptr) {
         env["MASTER_ADDR"] = "127.0.0.1";
         env["MASTER_PORT"] = std::to_string(master_port_);
     }
@@ -269,7 +269,8 @@ const std::string& Launcher::host_of(const Slot& slot) const {
 }
 
 int64_t Launcher::worker_pid(const std::string& worker) const {
-    return local_ != nullptr ? local_->pid(worker) : slurm_->pid(worker);
+    if (local_ != nullptr) return local_->pid(worker);
+    return slurm_ != nullptr ? slurm_->pid(worker) : -1;  // a pod has no pid here
 }
 
 cohort::ClusterView Launcher::cluster() const {
@@ -413,7 +414,7 @@ void Launcher::on_exits() {
         json::object f;
         f["worker"] = e.id;
         f["detail"] = e.message;
-        f["host"] = host_of(*slot);
+        f["host"] = e.host.empty() ? host_of(*slot) : e.host;
         f["cause"] = cohort::to_string(e.cause);
         if (e.kind == cohort::ExitKind::exited) f["exit_code"] = e.exit_code;
         if (e.kind == cohort::ExitKind::signaled) f["signal"] = e.signal;
@@ -424,7 +425,11 @@ void Launcher::on_exits() {
         event.node = e.id;
         event.host = host_of(*slot);
         event.cause = e.cause;
-        event.detail = e.message;
+        // The cause also leads the detail, for rules written against it
+        // (the `cause` variable is the plainer way to tell causes apart).
+        event.detail = e.cause == cohort::ExitCause::none
+                           ? e.message
+                           : fmt::format("{}: {}", cohort::to_string(e.cause), e.message);
         if (e.kind == cohort::ExitKind::exited) event.exit_code = e.exit_code;
         act(event, o_.relaunch_delay);
         // The rest of this batch are the old world's processes.
@@ -438,9 +443,26 @@ void Launcher::on_exits() {
             slot->removed = true;
             // A worker whose node is gone, with no room elsewhere, shrinks
             // the job (the policy's remove_worker_of_lost_node) without
-            // failing it: the cluster, not the program, failed.
-            if (e.cause != cohort::ExitCause::node_lost) failed_for_good_ = true;
+            // failing it: the cluster, not the program, failed. So does a
+            // pod the cluster had no room for: the job goes on without it
+            // and may grow back on capacity.
+            if (e.cause != cohort::ExitCause::node_lost && e.cause != cohort::ExitCause::pending_timeout) {
+                failed_for_good_ = true;
+            }
         }
+    }
+}
+
+// Room for more workers (a Kubernetes pod that was Unschedulable got a
+// node): the policy may grow the job back toward its maximum.
+void Launcher::on_capacity() {
+    for (cohort::ScalingEvent& event : scheduler_->capacity()) {
+        json::object f;
+        f["host"] = event.host;
+        f["free_slots"] = event.free_slots.value_or(0);
+        f["detail"] = event.detail;
+        log_.emit("capacity", std::move(f), "capacity: " + event.detail);
+        act(event);
     }
 }
 
@@ -734,6 +756,7 @@ int Launcher::supervise() {
             }
         }
         on_exits();
+        on_capacity();
         run_due_plans();
         if (finished() && deferred_.empty()) return 0;
         if (now >= next_beat) {
@@ -797,11 +820,8 @@ int Launcher::run() {
         if (slurm_options_) {
             make_slurm_scheduler();
         } else {
-            auto local = std::make_unique<cohort::LocalScheduler>(
-                [this](const cohort::PlanStep& step) { return make_worker(step); },
-                std::chrono::milliseconds(static_cast<int64_t>(o_.grace * 1000)));
-            local_ = local.get();
-            scheduler_ = std::move(local);
+            scheduler_ = make_scheduler(o_, [this](const cohort::PlanStep& step) { return make_worker(step); });
+            local_ = dynamic_cast<cohort::LocalScheduler*>(scheduler_.get());
         }
         // This launcher may be started again with the same --node-id (it
         // was SIGKILLed and its workers died with it, or its host

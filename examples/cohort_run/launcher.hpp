@@ -10,6 +10,7 @@
 #include "master_address.hpp"
 #include "options.hpp"
 #include "status_bar.hpp"
+#include "scheduler_choice.hpp"
 
 #include <cohort/coordinator.hpp>
 #include <cohort/coordinator_client.hpp>
@@ -95,6 +96,7 @@ private:
 
     int supervise();
     void on_exits();
+    void on_capacity();
     void on_job(const JobView& job);
     void heartbeat_for_workers();
     // delay > 0: the plan runs that much later (a failed worker's relaunch).

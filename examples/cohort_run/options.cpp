@@ -70,15 +70,35 @@ options:
       --kill-worker R@S       demos and tests: SIGKILL local worker R once, S
                               seconds after the start
       --progress S            a progress line every S seconds (default 2; 0: none)
+      --scheduler KIND        where the workers run (docs/schedulers.md):
+                              local (default), processes on this machine;
+                              slurm, inside an sbatch or salloc allocation:
+                              --nproc-per-node job steps (srun) on each of its
+                              nodes, relaunched on a node that is not lost;
+                              --standalone then listens on 0.0.0.0 unless
+                              --host says otherwise, and the workers reach it
+                              at this node's address (--master-addr
+                              overrides); kubernetes, one pod per worker
+      --worker-coordinator URL  the coordinator's address as the workers see it
+                              (default: the one this launcher uses; with
+                              kubernetes, the coordinator's Service, e.g.
+                              http://cohort-coordinator:29400)
+      --pending-timeout S     kubernetes: a pod Pending (Unschedulable, image
+                              not pulled) longer than this is given up and the
+                              job goes on without it (default 300)
+      --k8s-kubeconfig FILE   kubernetes: the cluster (default: $KUBECONFIG,
+                              else the pod's service account, else
+                              ~/.kube/config)
+      --k8s-context NAME      kubernetes: the kubeconfig's context (default:
+                              its current-context)
+      --k8s-namespace NS      kubernetes: the pods' namespace (default: the
+                              context's or the service account's)
+      --k8s-pod-template FILE kubernetes: a Pod manifest or pod spec (YAML or
+                              JSON) the workers' pods are made from
+      --k8s-image IMAGE       kubernetes: the image, when the template has none
+      --k8s-owner-pod NAME    kubernetes: the pods' owner (this launcher's pod,
+                              so deleting it deletes the workers)
       --events FILE           also write each event as a JSON line to FILE
-      --scheduler KIND        where the workers run: local (default), processes
-                              on this machine; slurm, inside an sbatch or salloc
-                              allocation: --nproc-per-node job steps (srun) on
-                              each of its nodes, relaunched on a node that is
-                              not lost; --standalone then listens on 0.0.0.0
-                              unless --host says otherwise, and the workers
-                              reach it at this node's address (--master-addr
-                              overrides; docs/schedulers-slurm.md)
       --srun-arg ARG          --scheduler slurm: one more srun option for every
                               worker step, e.g. --srun-arg=--gpus-per-task=1
   -q, --quiet                 no event lines on stdout
@@ -107,9 +127,10 @@ double seconds(std::string_view flag, std::string_view text) { return number<dou
 SchedulerKind scheduler_kind(std::string_view v) {
     if (v == "local") return SchedulerKind::local;
     if (v == "slurm") return SchedulerKind::slurm;
+    if (v == "kubernetes") return SchedulerKind::kubernetes;
     throw Error(Errc::invalid_argument,
                 fmt::format("--scheduler: '{}' is not a scheduler; say 'local' (processes on this machine, the "
-                            "default) or 'slurm' (job steps in this Slurm allocation)",
+                            "default), 'slurm' (job steps in this Slurm allocation) or 'kubernetes' (pods)",
                             v));
 }
 
@@ -213,6 +234,26 @@ std::optional<Options> parse(int argc, char** argv) {
             o.scheduler = scheduler_kind(args.value());
         } else if (arg == "--srun-arg") {
             o.srun_args.emplace_back(args.value());
+        } else if (arg == "--worker-coordinator") {
+            o.worker_coordinator = args.value();
+            if (o.worker_coordinator.rfind("http://", 0) != 0 && o.worker_coordinator.rfind("https://", 0) != 0)
+                throw Error(
+                    Errc::invalid_argument,
+                    fmt::format("--worker-coordinator: '{}' is not a URL (http://HOST:PORT)", o.worker_coordinator));
+        } else if (arg == "--pending-timeout") {
+            o.pending_timeout = number<double>(arg, args.value(), 0.001, 1e9);
+        } else if (arg == "--k8s-kubeconfig") {
+            o.k8s_kubeconfig = args.value();
+        } else if (arg == "--k8s-context") {
+            o.k8s_context = args.value();
+        } else if (arg == "--k8s-namespace") {
+            o.k8s_namespace = args.value();
+        } else if (arg == "--k8s-pod-template") {
+            o.k8s_pod_template = args.value();
+        } else if (arg == "--k8s-image") {
+            o.k8s_image = args.value();
+        } else if (arg == "--k8s-owner-pod") {
+            o.k8s_owner_pod = args.value();
         } else if (arg == "-q" || arg == "--quiet") {
             o.quiet = true;
         } else {
@@ -234,14 +275,19 @@ std::optional<Options> parse(int argc, char** argv) {
         throw Error(Errc::invalid_argument, fmt::format("--kill-worker: local rank {} but only {} workers",
                                                         *o.kill_rank, o.nproc_per_node));
     }
+    if (o.kill_rank && o.scheduler != SchedulerKind::local) {
+        throw Error(Errc::invalid_argument,
+                    o.scheduler == SchedulerKind::slurm
+                        ? "--kill-worker is for --scheduler local (under Slurm, kill the task on its node)"
+                        : "--kill-worker: only with --scheduler local (a pod has no pid here)");
+    }
     if (o.scheduler == SchedulerKind::slurm) {
-        if (o.kill_rank) {
-            throw Error(Errc::invalid_argument,
-                        "--kill-worker is for --scheduler local (under Slurm, kill the task on its node)");
-        }
         if (o.standalone && !o.host_given) o.host = "0.0.0.0";  // the workers are on other nodes
     } else if (!o.srun_args.empty()) {
         throw Error(Errc::invalid_argument, "--srun-arg is for --scheduler slurm");
+    }
+    if (o.scheduler == SchedulerKind::kubernetes && o.restart == RestartMode::all) {
+        throw Error(Errc::invalid_argument, "--restart all: not with --scheduler kubernetes yet; use survivors");
     }
     if (o.heartbeat_interval <= 0 || o.failure_timeout <= 0) {
         throw Error(Errc::invalid_argument, "--heartbeat-interval and --failure-timeout must be more than 0");

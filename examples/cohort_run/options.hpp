@@ -17,8 +17,9 @@ enum class RestartMode {
 
 // Where the workers run (--scheduler).
 enum class SchedulerKind {
-    local,  // processes on this machine
-    slurm,  // job steps on the nodes of this Slurm allocation, --nproc-per-node on each
+    local,       // processes on this machine
+    slurm,       // job steps on the nodes of this Slurm allocation, --nproc-per-node on each
+    kubernetes,  // pods of a Kubernetes cluster
 };
 
 struct Options {
@@ -49,6 +50,9 @@ struct Options {
     SchedulerKind scheduler = SchedulerKind::local;
     bool host_given = false;             // --host was on the command line
     std::vector<std::string> srun_args;  // --srun-arg, for --scheduler slurm
+    std::string k8s_kubeconfig, k8s_context, k8s_namespace, k8s_pod_template, k8s_image, k8s_owner_pod;
+    double pending_timeout = 300;
+    std::string worker_coordinator;  // the coordinator's URL as workers see it; empty: the launcher's
     std::vector<std::string> program;
 };
 

@@ -234,26 +234,35 @@ void Launcher::start_world(double not_before, const std::vector<std::string>& re
 }
 
 void Launcher::launch_slot(Slot& s) {
-    if (slurm_ != nullptr) {
-        move_off_lost_node(s);
-        slurm_->launch(spec_for(s, true), s.node);
-    } else {
-        local_->launch(spec_for(s, true));
-    }
-    const int64_t pid = worker_pid(s.worker);
+    if (slurm_ != nullptr) move_off_lost_node(s);
+    const cohort::WorkerSpec spec = spec_for(s, true);
     json::object f;
     f["worker"] = s.worker;
     f["local_rank"] = s.local_rank;
-    f["pid"] = pid;
+    std::string where;
+    if (local_ != nullptr || slurm_ != nullptr) {
+        if (slurm_ != nullptr) {
+            slurm_->launch(spec, s.node);
+        } else {
+            local_->launch(spec);
+        }
+        const int64_t pid = worker_pid(s.worker);
+        f["pid"] = pid;
+        where = fmt::format("on {} (pid {}", host_of(s), pid);
+    } else {
+        auto& pods = dynamic_cast<cohort::KubernetesScheduler&>(*scheduler_);
+        pods.launch(spec);
+        f["pod"] = pods.pod_name(s.worker);
+        where = "(pod " + pods.pod_name(s.worker);
+    }
     f["host"] = host_of(s);
     f["restart"] = s.restarts;
     if (s.rank) f["rank"] = *s.rank;
     if (s.world_size) f["world_size"] = *s.world_size;
     if (s.rank) f["generation"] = s.generation;
     log_.emit("worker_started", std::move(f),
-              s.rank ? fmt::format("worker {} started on {} (pid {}, rank {} of {})", s.worker, host_of(s), pid,
-                                   *s.rank, *s.world_size)
-                     : fmt::format("worker {} started (pid {}; its round has not closed yet)", s.worker, pid));
+              s.rank ? fmt::format("worker {} started {}, rank {} of {})", s.worker, where, *s.rank, *s.world_size)
+                     : fmt::format("worker {} started {}; its round has not closed yet)", s.worker, where));
 }
 
 void Launcher::restart_world(const std::string& why, double delay) {

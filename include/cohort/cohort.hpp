@@ -17,6 +17,7 @@
 #include <cohort/gpu.hpp>
 #include <cohort/gpu_monitor.hpp>
 #include <cohort/gpu_probe.hpp>
+#include <cohort/kubernetes.hpp>
 #include <cohort/launch_env.hpp>
 #include <cohort/membership.hpp>
 #include <cohort/node.hpp>

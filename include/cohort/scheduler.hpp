@@ -38,7 +38,8 @@ struct WorkerExit {
     int exit_code = 0;
     int signal = 0;
     bool stopped = false;  // the scheduler stopped it (remove, relaunch, restart, stop_all)
-    ExitCause cause = ExitCause::none;  // a cluster scheduler's reason (node lost, OOM, preemption)
+    ExitCause cause = ExitCause::none;  // a cluster scheduler's reason (node lost, OOM, preemption, ...)
+    std::string host;  // where it ran, when the scheduler placed it (a Kubernetes node)
     // "exit code 3", "killed by signal 15 (Terminated)",
     // "cannot start 'trainer': No such file or directory"
     std::string message;
@@ -61,6 +62,10 @@ public:
     virtual void signal_all(int signal) = 0;
     // Asks every worker to stop, and ends the ones still running after `grace`.
     virtual void stop_all(std::chrono::milliseconds grace) = 0;
+    // Room for more workers that appeared since the last call, as capacity
+    // events for the policy. Never blocks; a scheduler that cannot tell
+    // (LocalScheduler) returns none.
+    virtual std::vector<ScalingEvent> capacity();
 };
 
 // Builds the worker for a launch step (a new id), a relaunch step (the

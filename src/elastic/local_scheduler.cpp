@@ -24,6 +24,10 @@ namespace cohort {
 
 Scheduler::~Scheduler() = default;
 
+std::vector<ScalingEvent> Scheduler::capacity() {
+    return {};
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -39,6 +39,16 @@ std::string_view to_string(ExitCause cause) noexcept {
             return "oom";
         case ExitCause::preempted:
             return "preempted";
+        case ExitCause::evicted:
+            return "evicted";
+        case ExitCause::pending_timeout:
+            return "pending_timeout";
+        case ExitCause::image_pull:
+            return "image_pull";
+        case ExitCause::deleted:
+            return "deleted";
+        case ExitCause::api_error:
+            return "api_error";
     }
     return "unknown";
 }

@@ -92,8 +92,8 @@ TEST(ElasticPack, LoadsFromTheSourceTreeWithEveryRuleAndVariable) {
     EXPECT_THAT(set.warnings(), IsEmpty());
     std::vector<std::string> ids;
     for (const Rule& rule : set.rules()) ids.push_back(rule.id);
-    EXPECT_THAT(ids, ElementsAre("relaunch_failed_node", "restart_workers_on_hang", "replace_persistent_straggler",
-                                 "scale_up_on_capacity", "remove_worker_of_lost_node"));
+    EXPECT_THAT(ids, ElementsAre("remove_worker_never_started", "relaunch_failed_node", "restart_workers_on_hang",
+                                 "replace_persistent_straggler", "scale_up_on_capacity", "remove_worker_of_lost_node"));
     for (const char* name : {"event", "cause", "node", "host", "detail", "exit_code", "node_relaunches",
                              "job_relaunches", "max_node_relaunches", "max_job_relaunches", "nodes", "min_nodes",
                              "max_nodes", "free_slots", "host_blacklisted", "straggler_score", "straggler_for"})
@@ -163,6 +163,24 @@ rules:
     EXPECT_EQ(to_string(ExitCause::node_lost), "node_lost");
     EXPECT_EQ(to_string(ExitCause::out_of_memory), "oom");
     EXPECT_EQ(to_string(ExitCause::preempted), "preempted");
+
+// A worker whose pod never started (a scheduler's pending_timeout or
+// image_pull) is removed, not relaunched into the same wait.
+TEST(AutoScaler, RemovesAWorkerThatNeverStarted) {
+    AutoScaler scaler(options(2, 4));
+    for (const auto& [cause, detail] :
+         {std::pair{ExitCause::pending_timeout, "pod job-w1-0 never started: Pending for more than 300 s"},
+          std::pair{ExitCause::image_pull, "pod job-w1-0 never started: ImagePullBackOff"}}) {
+        ScalingEvent event = failed("w1");
+        event.exit_code.reset();
+        event.cause = cause;
+        event.detail = detail;
+        const ScalingPlan plan = scaler.on_event(event, three_workers(), 0);
+        ASSERT_THAT(kinds(plan), ElementsAre(StepKind::remove)) << describe(plan);
+        EXPECT_EQ(plan.steps[0].rule, "remove_worker_never_started");
+        EXPECT_EQ(plan.nodes_after, 2);
+    }
+    EXPECT_EQ(scaler.budget().node_used("w1"), 0);
 }
 
 // The engine keeps state per rule, not per node: two nodes failing one after

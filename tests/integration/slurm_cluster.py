@@ -1,5 +1,5 @@
 """A real Slurm cluster on emulated hosts (hosts.py), for the Slurm tests
-(docs/schedulers-slurm.md). As root:
+(docs/schedulers.md). As root:
 
     with SlurmCluster(3, workdir) as sc:      # host0..host2; slurmctld on host0
         out = sc.client(0, ["sinfo", "-h"])   # a client in host0's network

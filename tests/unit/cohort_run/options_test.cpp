@@ -67,3 +67,37 @@ TEST(CohortRunOptions, BadMasterAddrIsRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CohortRunOptions, SchedulerDefaultsToLocalAndTakesKubernetesFlags) {
+    auto o = parse({});
+    ASSERT_TRUE(o);
+    EXPECT_EQ(o->scheduler, cohort_run::SchedulerKind::local);
+    EXPECT_EQ(o->pending_timeout, 300);
+    o = parse({"--scheduler", "kubernetes", "--k8s-kubeconfig", "/k", "--k8s-context", "c", "--k8s-namespace", "ns",
+               "--k8s-pod-template", "pod.yaml", "--k8s-image", "img", "--k8s-owner-pod", "me", "--pending-timeout",
+               "2.5", "--worker-coordinator", "http://svc:29400"});
+    ASSERT_TRUE(o);
+    EXPECT_EQ(o->scheduler, cohort_run::SchedulerKind::kubernetes);
+    EXPECT_EQ(o->k8s_kubeconfig, "/k");
+    EXPECT_EQ(o->k8s_context, "c");
+    EXPECT_EQ(o->k8s_namespace, "ns");
+    EXPECT_EQ(o->k8s_pod_template, "pod.yaml");
+    EXPECT_EQ(o->k8s_image, "img");
+    EXPECT_EQ(o->k8s_owner_pod, "me");
+    EXPECT_EQ(o->pending_timeout, 2.5);
+    EXPECT_EQ(o->worker_coordinator, "http://svc:29400");
+}
+
+TEST(CohortRunOptions, BadSchedulerFlagsSayWhatIsWrong) {
+    EXPECT_NE(error_of({"--scheduler", "yarn"}).find("--scheduler: 'yarn' is not a scheduler"), std::string::npos);
+    EXPECT_NE(error_of({"--worker-coordinator", "svc:1"}).find("is not a URL"), std::string::npos);
+    EXPECT_NE(error_of({"--pending-timeout", "0"}).find("--pending-timeout: '0' is not a number"), std::string::npos);
+    EXPECT_NE(error_of({"--scheduler", "kubernetes", "--kill-worker", "0@1"}).find("only with --scheduler local"),
+              std::string::npos);
+    EXPECT_NE(error_of({"--scheduler", "kubernetes", "--restart", "all"}).find("not with --scheduler kubernetes"),
+              std::string::npos);
+}
+
+}  // namespace

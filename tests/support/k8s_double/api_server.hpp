@@ -1,0 +1,65 @@
+// The API-server double: pods of one namespace over HTTP/1.1 with the real
+// API's paths, verbs, content types, list and watch semantics, plus faults a
+// test switches on (slow answers, dropped connections, 410 Gone). Routes
+// under /_double/ let a test in another process drive it (control_routes.cpp).
+// One Asio thread serves every connection; the public calls are thread-safe.
+#pragma once
+
+#include "pod_store.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace cohort::k8s_double {
+
+struct ServerOptions {
+    std::string host = "127.0.0.1";
+    uint16_t port = 0;  // 0: any free port
+    // How often a watch with allowWatchBookmarks=true gets a BOOKMARK.
+    std::chrono::milliseconds bookmark_interval{1000};
+    bool log_requests = false;  // one line per request on stderr
+};
+
+struct ServerCounts {
+    uint64_t creates = 0, deletes = 0, patches = 0, gets = 0, lists = 0, watches = 0, conflicts = 0;
+};
+
+class ApiServer {
+public:
+    ApiServer(PodStore& store, ServerOptions options = {});
+    ~ApiServer();
+    ApiServer(const ApiServer&) = delete;
+    ApiServer& operator=(const ApiServer&) = delete;
+
+    uint16_t port() const;
+    std::string url() const;  // http://127.0.0.1:PORT
+
+    // Every API answer waits this long first (watch streams: their header).
+    void set_delay(std::chrono::milliseconds delay);
+    // The next `count` API requests are answered by closing the connection.
+    void drop_next(int count);
+    // Closes every open watch stream mid-body (no last chunk), and returns
+    // once they are closed.
+    void drop_watches();
+    // Ends every open watch with an ERROR event holding a 410 Status, as
+    // the watch cache does when it has moved past the watcher.
+    void expire_watches();
+    // A watch from a resourceVersion that history no longer holds is
+    // answered HTTP 410 instead of an ERROR event in a 200 stream.
+    void set_gone_as_http(bool on);
+    std::size_t open_watches() const;
+    ServerCounts counts() const;
+    // A handler for POST /_double/... routes (control_routes.cpp installs one).
+    using Control = std::function<std::pair<int, std::string>(const std::string& target)>;
+    void set_control(Control control);
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cohort::k8s_double
