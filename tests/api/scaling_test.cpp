@@ -163,6 +163,9 @@ rules:
     EXPECT_EQ(to_string(ExitCause::node_lost), "node_lost");
     EXPECT_EQ(to_string(ExitCause::out_of_memory), "oom");
     EXPECT_EQ(to_string(ExitCause::preempted), "preempted");
+    EXPECT_EQ(to_string(ExitCause::pending_timeout), "pending_timeout");
+    EXPECT_EQ(to_string(ExitCause::api_error), "api_error");
+}
 
 // A worker whose pod never started (a scheduler's pending_timeout or
 // image_pull) is removed, not relaunched into the same wait.

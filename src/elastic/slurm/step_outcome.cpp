@@ -107,7 +107,7 @@ void describe_step(int srun_status, const std::vector<std::string>& lines, std::
         case ExitCause::preempted:
             exit.message = fmt::format("preempted: {}", exit.message);
             break;
-        case ExitCause::none:
+        default:  // none, and the causes only other cluster managers report
             break;
     }
     if (!exit.succeeded() && !lines.empty()) exit.message += "; " + last_error(lines);
