@@ -69,10 +69,20 @@ public:
         const std::string k = full(key);
         const auto deadline = call_deadline();
         return guarded([&] {
-            auto current = client_->get(k, deadline).kvs;
+            // First as if the key were absent, the common case (a counter's
+            // first add): one round trip; the failure branch reads it.
+            std::optional<std::vector<KeyValue>> current;
             for (;;) {
-                const std::string text = current.empty() ? std::string() : current.front().value;
-                const auto now = current.empty() ? std::optional<int64_t>(0) : detail::parse_stored_integer(text);
+                if (!current) {
+                    Txn first;
+                    first.if_absent(k).then_put(k, std::to_string(delta), lease()).else_get(k);
+                    auto result = client_->txn(first, deadline, Replay::unsafe);
+                    if (result.succeeded) return delta;
+                    current = result.responses.empty() ? std::vector<KeyValue>() : std::move(result.responses[0].kvs);
+                    continue;
+                }
+                const std::string text = current->empty() ? std::string() : current->front().value;
+                const auto now = current->empty() ? std::optional<int64_t>(0) : detail::parse_stored_integer(text);
                 if (!now) {
                     throw Error(Errc::invalid_argument,
                                 fmt::format("store {}: add: the value of key {} is not an integer: {}", url_.address,
@@ -84,10 +94,10 @@ public:
                                                                     url_.address, *now, delta, detail::quote(key)));
                 }
                 Txn txn;
-                if (current.empty()) {
+                if (current->empty()) {
                     txn.if_absent(k);
                 } else {
-                    txn.if_mod_revision(k, Compare::equal, current.front().mod_revision);
+                    txn.if_mod_revision(k, Compare::equal, current->front().mod_revision);
                 }
                 txn.then_put(k, std::to_string(sum), lease()).else_get(k);
                 // Unsafe to send twice: a lost reply to a sum that was
@@ -251,8 +261,14 @@ private:
                 if (Clock::now() >= deadline) return false;
                 std::set<std::string> waiting;
                 for (const auto& k : missing) waiting.insert(full(k));
+                // Only the span of the missing keys: the store's other keys
+                // (other ranks' counters, say) need not reach this waiter.
+                WatchRequest span;
+                span.key = *waiting.begin();
+                span.range_end = *waiting.rbegin() + std::string(1, '\0');
+                span.start_revision = revision + 1;
                 const auto end = watch(
-                    *client_, watch_prefix(keys_, revision + 1), deadline, call_deadline(),
+                    *client_, span, deadline, call_deadline(),
                     [&](const WatchBatch& batch) {
                         for (const auto& event : batch.events) {
                             if (event.type != Event::Type::put) continue;
