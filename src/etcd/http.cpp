@@ -3,6 +3,8 @@
 // reader that splits a watch's chunked body into JSON messages.
 #include "etcd/http.hpp"
 
+#include "etcd/answer.hpp"
+
 
 #include <cohort/error.hpp>
 
@@ -106,73 +108,6 @@ int check_cancel(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
     return cancel != nullptr && cancel->load() ? 1 : 0;
 }
 
-// What an endpoint's answer means for the call.
-enum class Verdict { ok, auth_expired, auth_off, retry_unapplied, retry_maybe, refused, not_etcd };
-
-struct Reading {
-    Verdict verdict = Verdict::ok;
-    int code = 0;  // gRPC status code
-    std::string message;
-};
-
-Reading read_answer(long status, const json::value* body) {
-    Reading r;
-    const json::object* o = body != nullptr && body->is_object() ? &body->get_object() : nullptr;
-    if (o != nullptr && status == 200 && o->if_contains("error") == nullptr) return r;
-    if (o == nullptr) {
-        r.verdict = Verdict::not_etcd;
-        r.message = fmt::format("answered HTTP {} without etcd's JSON", status);
-        return r;
-    }
-    // Unary errors: {"error": "...", "code": N, "message": "..."}; stream
-    // errors: {"error": {"grpc_code": N, "message": "..."}}.
-    const json::value* error = o->if_contains("error");
-    const json::object* detail = error != nullptr && error->is_object() ? &error->get_object() : o;
-    if (const auto* m = detail->if_contains("message"); m != nullptr && m->is_string()) r.message = m->get_string();
-    if (r.message.empty() && error != nullptr && error->is_string()) r.message = error->get_string();
-    const json::value* code = detail->if_contains(detail == o ? "code" : "grpc_code");
-    if (code == nullptr || !code->is_int64()) {
-        r.verdict = Verdict::not_etcd;
-        r.message = fmt::format("answered HTTP {} that etcd's gateway would not", status);
-        return r;
-    }
-    r.code = static_cast<int>(code->get_int64());
-    const auto says = [&](std::string_view text) { return r.message.find(text) != std::string::npos; };
-    if (r.code == 16) {
-        r.verdict = Verdict::auth_expired;
-    } else if (r.code == 9 && says("authentication is not enabled")) {
-        r.verdict = Verdict::auth_off;
-    } else if ((r.code == 14 && (says("no leader") || says("not capable"))) ||
-               (r.code == 8 && says("too many requests"))) {
-        r.verdict = Verdict::retry_unapplied;
-    } else if (r.code == 14 || r.code == 4) {
-        r.verdict = Verdict::retry_maybe;
-    } else {
-        r.verdict = Verdict::refused;
-    }
-    return r;
-}
-
-Errc errc_for(const Reading& r) {
-    switch (r.code) {
-        case 5: return Errc::not_found;
-        case 7: return Errc::permission_denied;
-        case 11: return Errc::out_of_range;
-        case 3:
-            if (r.message.find("user name is empty") != std::string::npos) return Errc::permission_denied;
-            return Errc::invalid_argument;
-        default: return Errc::invalid_argument;
-    }
-}
-
-std::string advice_for(const Reading& r) {
-    if (r.code == 3 && r.message.find("user name is empty") != std::string::npos) {
-        return "; etcd has auth enabled: give a user and a password (etcd:// options user= and password-file=)";
-    }
-    if (r.code == 7) return "; grant the etcd user's role access to these keys (etcdctl role grant-permission)";
-    return "";
-}
-
 bool is_refused(CURLcode rc) {
     return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_RESOLVE_PROXY;
 }
@@ -186,6 +121,15 @@ bool is_tls_problem(CURLcode rc) {
 std::string lowercase_first(std::string text) {
     if (text.size() > 1 && text[0] >= 'A' && text[0] <= 'Z' && text[1] >= 'a' && text[1] <= 'z') text[0] = static_cast<char>(text[0] - 'A' + 'a');
     return text;
+}
+
+// "http://a:2379 (connection refused), http://b:2379 (no leader)".
+std::string tried_list(const std::vector<std::string>& endpoints, const std::vector<std::string>& failures) {
+    std::string tried;
+    for (std::size_t e = 0; e < endpoints.size(); ++e) {
+        if (!failures[e].empty()) tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", endpoints[e], failures[e]);
+    }
+    return tried;
 }
 
 std::chrono::milliseconds left_until(Clock::time_point deadline) {
@@ -444,11 +388,7 @@ json::object EtcdHttp::exchange(std::string_view path, const json::object& body,
                     continue;
             }
         }
-        std::string tried;
-        for (std::size_t e = 0; e < n; ++e) {
-            if (failures[e].empty()) continue;
-            tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", config_.endpoints[e], failures[e]);
-        }
+        const std::string tried = tried_list(config_.endpoints, failures);
         if (fatal == n) {
             throw Error(Errc::unavailable,
                         fmt::format("etcd cannot be used for {}: {}; check the endpoints and the TLS files (etcd:// "
@@ -510,11 +450,7 @@ StreamEnd EtcdHttp::stream(std::string_view path, const json::object& body, Cloc
                         fmt::format("etcd at {} refused {}: {}{}", config_.endpoints[e], what, r.message,
                                     advice_for(r)));
         }
-        std::string tried;
-        for (std::size_t e = 0; e < n; ++e) {
-            if (!failures[e].empty())
-                tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", config_.endpoints[e], failures[e]);
-        }
+        const std::string tried = tried_list(config_.endpoints, failures);
         const auto left = left_until(connect_deadline);
         if (Clock::now() >= deadline) return StreamEnd::deadline;
         if (left.count() == 0) {

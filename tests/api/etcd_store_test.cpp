@@ -174,6 +174,28 @@ TEST(EtcdStore, KeysGoWithTheLeaseOnceEveryStoreHasClosed) {
     EXPECT_EQ(open_etcd(etcd, "/ttl", "?ttl=2")->try_get("from-first"), std::nullopt);
 }
 
+TEST(EtcdStore, SaysSoWhenItsLeaseIsGoneWhileOpen) {
+    EtcdCluster etcd;
+    auto store = open_etcd(etcd, "/lost", "?ttl=5");
+    store->set("k", "v");
+    // Someone revokes the shared lease (etcdctl wants its id in hex): etcd
+    // deletes the keys with it.
+    std::string id;
+    ASSERT_TRUE(etcd.etcdctl("get /lost --print-value-only", &id)) << id;
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "%llx", std::stoull(id));
+    std::string out;
+    ASSERT_TRUE(etcd.etcdctl(std::string("lease revoke ") + hex, &out)) << out;
+    const auto what = error_of(Errc::unavailable, [&] { store->set("k", "w"); });
+    EXPECT_NE(what.find("store etcd://" + etcd.endpoints() + "/lost: its etcd lease"), std::string::npos) << what;
+    EXPECT_NE(what.find("open the store again"), std::string::npos) << what;
+    EXPECT_EQ(store->try_get("k"), std::nullopt);
+    // A store opened now starts a new lease and works.
+    auto again = open_etcd(etcd, "/lost", "?ttl=5");
+    again->set("k", "new");
+    EXPECT_EQ(again->get("k", 1s), "new");
+}
+
 TEST(EtcdStore, GoesOnWhenOneOfThreeMembersDies) {
     EtcdCluster etcd(EtcdCluster::Options::cluster(3));
     auto store = open_etcd(etcd, "/ha");

@@ -224,6 +224,31 @@ TEST(EtcdClient, FailsOverWhenAMemberDies) {
     EXPECT_EQ(client.get("k", soon(10s)).kvs.at(0).value, "after");
 }
 
+TEST(EtcdClient, WatchStreamResumesOnAnotherMember) {
+    EtcdCluster etcd(EtcdCluster::Options::cluster(3));
+    auto client = std::make_shared<EtcdClient>(config_for(etcd));
+    std::mutex mutex;
+    std::vector<std::string> values;
+    auto seen = [&] {
+        std::lock_guard lock(mutex);
+        return values;
+    };
+    WatchStream stream(client, watch_prefix("/r/", client->get("/r/", soon()).revision + 1),
+                       [&](const WatchBatch& b) {
+                           std::lock_guard lock(mutex);
+                           for (const auto& e : b.events) values.push_back(e.kv.value);
+                       });
+    client->put("/r/k", "1", 0, soon());
+    for (int i = 0; i < 100 && seen().size() < 1; ++i) std::this_thread::sleep_for(20ms);
+    ASSERT_EQ(seen(), std::vector<std::string>{"1"});
+    etcd.kill(0);  // the member the stream (and the client) used first
+    client->put("/r/k", "2", 0, soon(10s));
+    client->put("/r/k", "3", 0, soon(10s));
+    for (int i = 0; i < 250 && seen().size() < 3; ++i) std::this_thread::sleep_for(20ms);
+    // Every change once, in order, across the reconnection.
+    EXPECT_EQ(seen(), (std::vector<std::string>{"1", "2", "3"}));
+}
+
 TEST(EtcdClient, EtcdDownIsUnavailableNamingEveryEndpoint) {
     const auto ports = cohort::test::free_ports(2);
     EtcdConfig c;
