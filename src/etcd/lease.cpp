@@ -52,7 +52,10 @@ void LeaseKeeper::run() {
             if (wake_.wait_until(lock, next, [&] { return stopping_; })) return;
         }
         try {
-            const int64_t left = client_->keep_alive_once(lease_.id, std::min(good_until, Clock::now() + period));
+            // Short enough that stopping the keeper never waits long on an
+            // etcd that hangs.
+            const int64_t left = client_->keep_alive_once(
+                lease_.id, std::min({good_until, Clock::now() + period, Clock::now() + milliseconds(2000)}));
             if (left <= 0) {
                 reason = fmt::format("etcd lease {} expired or was revoked", lease_.id);
                 break;

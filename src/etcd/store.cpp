@@ -24,6 +24,7 @@ using std::chrono::milliseconds;
 // etcd refuses transactions of more than 128 operations by default
 // (--max-txn-ops); reads of many keys go in batches below that.
 constexpr std::size_t kReadsPerTxn = 100;
+constexpr auto kLongestWatch = std::chrono::seconds(10);
 
 class EtcdStore final : public Store {
 public:
@@ -267,8 +268,11 @@ private:
                 span.key = *waiting.begin();
                 span.range_end = *waiting.rbegin() + std::string(1, '\0');
                 span.start_revision = revision + 1;
+                // A member that stops answering without closing the stream
+                // would hide every event: each watch lasts at most
+                // kLongestWatch, then the keys are read again.
                 const auto end = watch(
-                    *client_, span, deadline, call_deadline(),
+                    *client_, span, std::min(deadline, Clock::now() + kLongestWatch), call_deadline(),
                     [&](const WatchBatch& batch) {
                         for (const auto& event : batch.events) {
                             if (event.type != Event::Type::put) continue;
@@ -279,7 +283,7 @@ private:
                     });
                 std::erase_if(missing, [&](const std::string& k) { return waiting.count(full(k)) == 0; });
                 if (missing.empty()) return true;
-                if (end == StreamEnd::deadline) return false;
+                if (end == StreamEnd::deadline && Clock::now() >= deadline) return false;
                 std::this_thread::sleep_for(milliseconds(20));
                 // The stream broke (a member went away) or was compacted:
                 // read again, then watch from there.
