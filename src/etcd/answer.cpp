@@ -65,6 +65,11 @@ std::string advice_for(const Reading& r) {
         return "; etcd has auth enabled: give a user and a password (etcd:// options user= and password-file=)";
     }
     if (r.code == 7) return "; grant the etcd user's role access to these keys (etcdctl role grant-permission)";
+    // etcd's own check, or gRPC's a little above it.
+    if (r.message.find("request is too large") != std::string::npos ||
+        r.message.find("larger than max") != std::string::npos) {
+        return "; etcd takes requests of at most --max-request-bytes (1.5 MiB unless its operator raised it)";
+    }
     return "";
 }
 

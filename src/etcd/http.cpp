@@ -396,7 +396,7 @@ json::object EtcdHttp::exchange(std::string_view path, const json::object& body,
                                     what, tried));
         }
         const auto left = left_until(deadline);
-        if (left.count() == 0) {
+        if (Clock::now() >= deadline) {
             throw Error(Errc::unavailable,
                         fmt::format("etcd unavailable: no endpoint answered {} in time: {}; is etcd running and "
                                     "reachable there? (etcdctl --endpoints=... endpoint health)",
@@ -451,9 +451,11 @@ StreamEnd EtcdHttp::stream(std::string_view path, const json::object& body, Cloc
                                     advice_for(r)));
         }
         const std::string tried = tried_list(config_.endpoints, failures);
-        const auto left = left_until(connect_deadline);
+        // Time points, not the milliseconds left: with half a millisecond
+        // to go the stream has not failed yet, and its deadline comes first.
         if (Clock::now() >= deadline) return StreamEnd::deadline;
-        if (left.count() == 0) {
+        const auto left = left_until(connect_deadline);
+        if (Clock::now() >= connect_deadline) {
             throw Error(Errc::unavailable,
                         fmt::format("etcd unavailable: no endpoint accepted {} in time: {}; is etcd running and "
                                     "reachable there? (etcdctl --endpoints=... endpoint health)",

@@ -234,15 +234,16 @@ private:
     bool await(std::vector<std::string>& missing, Clock::time_point deadline, std::string* value) {
         return guarded([&] {
             for (;;) {
-                // Reaching etcd is bounded by the store's timeout even in a
-                // longer wait: etcd being down is an error, not a wait.
-                const auto reach = std::min(deadline, call_deadline());
+                // Reaching etcd is bounded by the store's timeout, whatever
+                // the wait's: etcd being down is an error, not a wait, and a
+                // slow answer past a short wait is still an answer.
+                const auto reach = call_deadline();
                 int64_t revision = 0;
                 for (std::size_t first = 0; first < missing.size();) {
                     Txn reads;
                     const std::size_t count = std::min(kReadsPerTxn, missing.size() - first);
                     for (std::size_t i = 0; i < count; ++i) reads.then_get(full(missing[first + i]));
-                    const auto result = client_->txn(reads, std::max(reach, Clock::now()), Replay::safe);
+                    const auto result = client_->txn(reads, reach, Replay::safe);
                     if (revision == 0) revision = result.revision;
                     std::vector<std::string> still;
                     for (std::size_t i = 0; i < count; ++i) {

@@ -82,6 +82,10 @@ TEST(EtcdStore, EveryOperation) {
     const auto never = error_of(Errc::timeout, [&] { store->get("never", 200ms); });
     EXPECT_NE(never.find("key 'never' not set after 200 ms"), std::string::npos) << never;
     EXPECT_NE(error_of(Errc::invalid_argument, [&] { store->set("", "v"); }).find("empty key"), std::string::npos);
+    // Values past etcd's request limit (1.5 MiB by default) are refused by
+    // etcd, and the message says which limit.
+    const auto big = error_of(Errc::invalid_argument, [&] { store->set("big", std::string(2 << 20, 'x')); });
+    EXPECT_NE(big.find("--max-request-bytes"), std::string::npos) << big;
 
     // The keys live under the prefix, next to the record of the shared lease.
     EXPECT_EQ(keys_under(etcd, "/cohort/job/1"), "/cohort/job/1\n/cohort/job/1/c\n/cohort/job/1/n\n");
