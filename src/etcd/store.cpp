@@ -184,10 +184,11 @@ private:
         try {
             return f();
         } catch (const Error& e) {
-            if (e.code() == Errc::not_found && std::string_view(e.what()).find("lease not found") != std::string::npos) {
+            const std::string_view what = e.what();
+            if (keeper_ && e.code() == Errc::not_found && what.find("lease not found") != std::string_view::npos) {
                 throw lease_lost(fmt::format("its etcd lease {} expired", keeper_->id()));
             }
-            if (e.code() == Errc::unavailable && std::string_view(e.what()).starts_with("store ")) throw;
+            if (what.starts_with("store ")) throw;  // this store's own, named already
             throw Error(e.code(), fmt::format("store {}: {}", url_.address, e.what()));
         }
     }
