@@ -806,7 +806,9 @@ COHORT_API int cohort_algorithm_parse(const char* name, int32_t* algorithm);
 COHORT_API int cohort_comm_options_create(cohort_comm_options** out);
 COHORT_API void cohort_comm_options_destroy(cohort_comm_options* options);
 /* Where ranks meet: "tcp://HOST:PORT" (rank 0 hosts the server; IPv6 as
- * [ADDR]:PORT) or "file:///ABSOLUTE/DIR". Checked by cohort_comm_create. */
+ * [ADDR]:PORT), "file:///ABSOLUTE/DIR", "etcd://HOST:PORT[,...]/PREFIX"
+ * (docs/launch-env.md) or "coordinator://HOST:PORT/JOB/GENERATION".
+ * Checked by cohort_comm_create. */
 COHORT_API int cohort_comm_options_set_store(cohort_comm_options* options, const char* url);
 /* Connections refuse peers of another job id (1 to 256 bytes) or
  * generation; together they also keep jobs apart in a shared store. */

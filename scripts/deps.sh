@@ -11,7 +11,7 @@ packages=(
   libre2-dev liblua5.4-dev libgloo-dev openmpi-bin libopenmpi-dev
   chromium abigail-tools python3-numpy python3-torch clang libjs-chart.js
   python3-pip python3-setuptools python3-wheel python3-venv python3-build
-  nftables prometheus kubernetes-client
+  nftables prometheus kubernetes-client etcd-server etcd-client openssl
   slurm-wlm slurmd slurmctld munge
 )
 

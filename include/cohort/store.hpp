@@ -1,8 +1,9 @@
 // A key-value store ranks use to find each other before they can talk
-// directly: the bootstrap of a Communicator. Three implementations share
+// directly: the bootstrap of a Communicator. Four implementations share
 // this interface: tcp:// (rank 0 hosts a small server, like torch's env://),
-// file:// (a folder every rank can reach) and coordinator:// (a job's
-// generation on a cohort-coordinator).
+// file:// (a folder every rank can reach), coordinator:// (a job's
+// generation on a cohort-coordinator) and etcd:// (the keys under a prefix
+// of an etcd cluster).
 #pragma once
 
 #include <cohort/export.hpp>
@@ -65,7 +66,9 @@ struct StoreOptions {
 };
 
 // "tcp://HOST:PORT" (IPv6 as [ADDR]:PORT), "file:///DIR",
-// "coordinator://HOST:PORT/JOB/GENERATION" or any scheme registered with
+// "coordinator://HOST:PORT/JOB/GENERATION",
+// "etcd://HOST:PORT[,HOST:PORT...]/PREFIX[?OPTIONS]" (docs/launch-env.md)
+// or any scheme registered with
 // register_store_scheme. Error(invalid_argument) for a malformed URL or an
 // unknown scheme; Error(unavailable) when the server cannot be bound or
 // reached within the timeout.

@@ -424,9 +424,10 @@ class Communicator(_util.Handle):
                  job_id="cohort", generation=0, secret=None, address=None,
                  ifname=None, host=None, fusion_threshold=None, shm_size=None)
 
-    store: where ranks meet, "tcp://HOST:PORT" (rank 0 hosts the server) or
-    "file:///DIR" (or a path object for that folder); not needed when size
-    is 1. timeout: the default per-operation timeout in seconds;
+    store: where ranks meet, "tcp://HOST:PORT" (rank 0 hosts the server),
+    "file:///DIR" (or a path object for that folder) or
+    "etcd://HOST:PORT[,...]/PREFIX" (docs/launch-env.md); not needed when
+    size is 1. timeout: the default per-operation timeout in seconds;
     connect_timeout bounds this constructor. secret (str or bytes): every
     connection proves both sides know it (default $COHORT_SECRET). address
     ("HOST" or "HOST:PORT") or ifname: where to listen. host: this rank's
