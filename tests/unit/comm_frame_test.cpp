@@ -397,6 +397,14 @@ TEST(Handshake, RefusalSaysWhatDiffered) {
     EXPECT_TRUE(contains(m, "the peer requires a shared secret")) << m;
 }
 
+// Found by tests/fuzz/transport_hello: the peer's job id went into the
+// refusal (logged, and sent back on the wire) byte for byte.
+TEST(Handshake, RefusalEscapesThePeersBytes) {
+    const std::string m = refusal(hello(0, 4), hello(1, 4, std::string("a\x01\xff\0b", 5)), -1);
+    EXPECT_TRUE(contains(m, "peer 'a\\x01\\xff\\x00b'")) << m;
+    for (const char c : m) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << m;
+}
+
 TEST(Handshake, EncodedRefusal) {
     const auto bytes = encode_refusal("job id differs");
     ASSERT_EQ(bytes.size(), 4u + 2u + 14u);
