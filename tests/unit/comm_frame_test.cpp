@@ -55,7 +55,22 @@ void* operator new(std::size_t bytes) {
     if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
     throw std::bad_alloc();
 }
-// The library's operator delete frees with std::free, which matches.
+// The matching deletes, replaced too: ASan reports memory from malloc freed
+// by the runtime's own operator delete as an alloc-dealloc mismatch. GCC
+// does not see that new is replaced as well, and warns of a mismatch.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 namespace cohort::comm {
 namespace {
