@@ -53,9 +53,10 @@ if [ "$fuzz_only" = 0 ]; then
   # The C++ and C suites. Not the python suite (ctypes would need the ASan
   # runtime preloaded into the interpreter) nor the integration tests (their
   # many processes and timeouts under ASan's slowdown would more than double
-  # this stage); capi.symbols and api.umbrella_header check text, not code.
+  # this stage); capi.symbols, capi.abi, capi.contract and
+  # api.umbrella_header check exports and text, not behaviour.
   stage "unit, api and capi tests under ASan+UBSan"
-  ctest --test-dir "$build" -L '^(unit|api|capi)$' -E '^(capi\.symbols|api\.umbrella_header)$' \
+  ctest --test-dir "$build" -L '^(unit|api|capi)$' -E '^(capi\.(symbols|abi|contract)|api\.umbrella_header)$' \
     --output-on-failure -j "$jobs" --timeout 300
   stage "replaying the fuzzers' seeds and regression inputs"
   ctest --test-dir "$build" -L '^fuzz$' --output-on-failure -j "$jobs" --timeout 300
