@@ -11,6 +11,8 @@ namespace {
 
 using u128 = detail::uint128;
 
+constexpr uint64_t kMaxShards = uint64_t{1} << 24;
+
 // Start of shard i in the concatenated byte stream: floor(i * total / count),
 // so sizes differ by at most one byte.
 uint64_t boundary(uint64_t i, uint64_t total, uint64_t count) {
@@ -36,8 +38,13 @@ ShardSet ShardSet::split(const Dataset& dataset, SplitSpec spec) {
                     fmt::format("cannot cut {} bytes into {} non-empty shards; ask for at most {}", total, count,
                                 total));
     }
-    if (count > (uint64_t{1} << 40))
-        throw Error(Errc::invalid_argument, fmt::format("{} shards is too many (at most 2^40)", count));
+    // Every shard costs about 32 bytes here before any is used: a count a
+    // file's sizes can reach (a 63 PiB file in 1 MiB shards) must be an
+    // error, not an allocation of terabytes.
+    if (count > kMaxShards) {
+        throw Error(Errc::invalid_argument,
+                    fmt::format("{} shards is too many (at most 2^24, {}): ask for larger shards", count, kMaxShards));
+    }
 
     ShardSet set;
     set.dataset_ = std::make_shared<const Dataset>(dataset);

@@ -149,6 +149,19 @@ TEST(Shards, TooManyShardsIsRejected) {
     error_message(Errc::invalid_argument, [&] { ShardSet::split(d, {.shard_bytes = 512}); });
 }
 
+// Found by tests/fuzz/dataset_file: a listing with one 63 PiB file cut into
+// 1 MiB shards asked for 63 * 2^30 shards, under the old cap of 2^40, and the
+// split tried to reserve half a terabyte. The cap is now one that fits in
+// memory, and the message says what to do.
+TEST(Shards, ShardCountIsCappedAtWhatFitsInMemory) {
+    const Dataset d = Dataset::from_string("0.rec\t63PiB\n", Format::listing);
+    EXPECT_THAT(error_message(Errc::invalid_argument, [&] { ShardSet::split(d, {.shard_bytes = 1 << 20}); }),
+                HasSubstr("67645734912 shards is too many (at most 2^24, 16777216): ask for larger shards"));
+    EXPECT_THAT(error_message(Errc::invalid_argument,
+                              [&] { ShardSet::split(d, {.shard_count = (uint64_t{1} << 24) + 1}); }),
+                HasSubstr("too many"));
+}
+
 TEST(Shards, RecordEstimatesSumExactlyToTheFileRecords) {
     const uint64_t seed = test_seed();
     std::mt19937_64 rng(seed);

@@ -235,9 +235,12 @@ Reply decode_reply(Command command, std::span<const uint8_t> body) {
                 case Command::add:
                     p.number = r.i64("sum");
                     break;
-                case Command::remove:
-                    p.number = r.u8("existed");
+                case Command::remove: {
+                    const uint8_t existed = r.u8("existed");
+                    if (existed > 1) throw ProtocolError(fmt::format("bad existed flag {:#04x}", existed));
+                    p.number = existed;
                     break;
+                }
                 default:
                     break;
             }

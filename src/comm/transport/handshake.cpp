@@ -1,5 +1,6 @@
 // Hello encoding, the checks behind a refusal, and the HMAC proofs.
 #include "comm/transport/handshake.hpp"
+#include "core/text.hpp"
 
 #include <fmt/format.h>
 #include <openssl/crypto.h>
@@ -95,7 +96,8 @@ std::string refusal(const Hello& self, const Hello& peer, int expected_rank) {
         return fmt::format("protocol version differs (this rank {}, peer {}): run the same cohort version everywhere",
                            self.version, peer.version);
     if (peer.job_id != self.job_id)
-        return fmt::format("job id differs (this rank '{}', peer '{}')", self.job_id, peer.job_id);
+        return fmt::format("job id differs (this rank {}, peer {})", cohort::detail::quote(self.job_id),
+                           cohort::detail::quote(peer.job_id));  // the peer's bytes, escaped
     if (peer.generation != self.generation)
         return fmt::format("generation differs (this rank {}, peer {}): a rank of an older or newer world",
                            self.generation, peer.generation);

@@ -6,6 +6,7 @@
 #include "comm/transport/handshake.hpp"
 #include "core/cloexec.hpp"
 #include "core/local_socket.hpp"
+#include "core/text.hpp"
 
 #include <cohort/error.hpp>
 
@@ -79,7 +80,7 @@ awaitable<std::string> read_refusal_text(tcp::socket& s) {
     const std::size_t n = length[0] | std::size_t{length[1]} << 8;
     std::string text(n, '\0');
     co_await read_exact(s, text.data(), text.size());
-    co_return text;
+    co_return cohort::detail::escape_bytes(text, text.size());  // the peer's bytes, for a message
 }
 
 awaitable<Hello> read_hello(tcp::socket& s, const std::array<unsigned char, 4>& magic) {

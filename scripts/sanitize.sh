@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# CI's sanitizer stage (README, "Testing"): one clang build in build-asan/
+# with ASan and UBSan, every object also instrumented for libFuzzer
+# (COHORT_FUZZ=ON), then
+#   1. the unit, api and capi tests under ASan+UBSan (leaks included),
+#   2. every fuzzer replaying its seeds and regression inputs (ctest -L fuzz),
+#   3. every fuzzer fuzzing for FUZZ_SECONDS (default 20), two at a time.
+# Any sanitizer report, test failure or fuzzer crash fails the stage; a
+# crash leaves its input in build-asan/fuzz/artifacts/.
+#
+#   scripts/sanitize.sh [FUZZ_SECONDS]        all three
+#   scripts/sanitize.sh --fuzz-only [SECONDS] build the fuzzers and run 3
+#                                              (what scripts/fuzz.sh does)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fuzz_only=0
+if [ "${1:-}" = "--fuzz-only" ]; then
+  fuzz_only=1
+  shift
+fi
+seconds=${1:-20}
+case "$seconds" in '' | *[!0-9]*) echo "sanitize: FUZZ_SECONDS must be a whole number, not '$seconds'" >&2; exit 2 ;; esac
+jobs=$(nproc 2>/dev/null || echo 2)
+build="$PWD/build-asan"  # absolute: a harness may change its directory
+started=$SECONDS
+stage() { echo "sanitize: $1 ($((SECONDS - started)) s so far)"; }
+
+command -v clang++ >/dev/null || { echo "sanitize: clang++ is missing; run scripts/deps.sh" >&2; exit 1; }
+extra=()
+if [ -x /usr/bin/python3 ]; then extra+=(-DPython3_EXECUTABLE=/usr/bin/python3); fi
+# A second run (or CI with a warm cache) rebuilds in seconds.
+if command -v ccache >/dev/null; then
+  extra+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOHORT_WERROR=ON \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCOHORT_FUZZ=ON \
+  -DCOHORT_BUILD_BENCHMARKS=OFF "${extra[@]}" >/dev/null
+mapfile -t fuzzers < "$build/tests/fuzz/fuzzers.txt"
+targets=()
+for f in "${fuzzers[@]}"; do targets+=("fuzz_$f"); done
+if [ "$fuzz_only" = 0 ]; then
+  targets+=(unit_tests cohort_run_tests api_tests capi_c_test capi_c_test_static)
+fi
+stage "building ${#targets[@]} targets in $build"
+cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+
+# Sanitizer reports end the process with an error; leaks are reports too.
+export ASAN_OPTIONS="detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+
+if [ "$fuzz_only" = 0 ]; then
+  # The C++ and C suites. Not the python suite (ctypes would need the ASan
+  # runtime preloaded into the interpreter) nor the integration tests (their
+  # many processes and timeouts under ASan's slowdown would more than double
+  # this stage); capi.symbols, capi.abi, capi.contract and
+  # api.umbrella_header check exports and text, not behaviour.
+  stage "unit, api and capi tests under ASan+UBSan"
+  ctest --test-dir "$build" -L '^(unit|api|capi)$' -E '^(capi\.(symbols|abi|contract)|api\.umbrella_header)$' \
+    --output-on-failure -j "$jobs" --timeout 300
+  stage "replaying the fuzzers' seeds and regression inputs"
+  ctest --test-dir "$build" -L '^fuzz$' --output-on-failure -j "$jobs" --timeout 300
+fi
+
+if [ "$seconds" -gt 0 ]; then
+  stage "fuzzing ${#fuzzers[@]} harnesses for $seconds s each"
+  mkdir -p "$build/fuzz/artifacts"
+  export COHORT_SANITIZE_BUILD="$build" COHORT_FUZZ_SECONDS="$seconds"
+  # Each harness's working corpus starts from its seeds (named by content:
+  # two seeds may share a file name) and keeps what earlier runs found.
+  printf '%s\n' "${fuzzers[@]}" | xargs -P "$jobs" -I{} bash -c '
+    name=$1
+    corpus=$COHORT_SANITIZE_BUILD/fuzz/corpus/$name
+    mkdir -p "$corpus"
+    while IFS= read -r seed; do
+      [ -n "$seed" ] && cp "$seed" "$corpus/seed-$(sha1sum < "$seed" | cut -c1-16)"
+    done < "$COHORT_SANITIZE_BUILD/tests/fuzz/$name.seeds"
+    log=$COHORT_SANITIZE_BUILD/fuzz/$name.log
+    if "$COHORT_SANITIZE_BUILD/tests/fuzz/fuzz_$name" -max_total_time="$COHORT_FUZZ_SECONDS" -timeout=10 \
+        -rss_limit_mb=2048 -print_final_stats=1 \
+        -artifact_prefix="$COHORT_SANITIZE_BUILD/fuzz/artifacts/$name-" "$corpus" > "$log" 2>&1; then
+      echo "fuzz $name: $(grep -E "^stat::number_of_executed_units" "$log" | tr -dc 0-9) runs, no crash"
+    else
+      echo "fuzz $name: FAILED; the end of $log:" >&2
+      tail -n 40 "$log" >&2
+      exit 1
+    fi' _ {} || {
+    echo "sanitize: a fuzzer crashed; its input is in $build/fuzz/artifacts/. Fix the defect, add a regression" \
+      "test to the normal suite, and keep the input in tests/fuzz/corpus/<fuzzer>/" >&2
+    exit 1
+  }
+fi
+stage "done"
