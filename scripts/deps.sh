@@ -11,7 +11,7 @@ packages=(
   libre2-dev liblua5.4-dev libgloo-dev openmpi-bin libopenmpi-dev
   chromium abigail-tools python3-numpy python3-torch clang libjs-chart.js
   python3-pip python3-setuptools python3-wheel python3-venv python3-build
-  nftables prometheus kubernetes-client etcd-server etcd-client openssl
+  nftables prometheus etcd-server etcd-client openssl
   slurm-wlm slurmd slurmctld munge
 )
 
@@ -35,6 +35,28 @@ else
   [ -z "$sudo" ] || command -v sudo >/dev/null || { echo "deps: run as root or install sudo" >&2; exit 1; }
   $sudo apt-get update -q
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Debian's kubectl (kubernetes-client), which the Kubernetes tests run
+# against the API-server double. Where another package already owns
+# /usr/bin/kubectl (a cloud SDK's kubectl), the two cannot be installed
+# together, so take Debian's binary out of its package into
+# /usr/local/share/cohort/ instead; the tests prefer it there.
+debian_kubectl=/usr/local/share/cohort/kubernetes-client/kubectl
+if ! dpkg-query -W -f='${Status}' kubernetes-client 2>/dev/null | grep -q "install ok installed" &&
+   [ ! -x "$debian_kubectl" ]; then
+  if owner=$(dpkg -S /usr/bin/kubectl 2>/dev/null) && [ -n "$owner" ]; then
+    echo "deps: /usr/bin/kubectl belongs to ${owner%%:*}; extracting Debian's kubectl to $debian_kubectl"
+    ktmp=$(mktemp -d)
+    chmod 755 "$ktmp"
+    (cd "$ktmp" && apt-get download kubernetes-client >/dev/null 2>&1) ||
+      { $sudo apt-get update -q && (cd "$ktmp" && apt-get download kubernetes-client); }
+    dpkg-deb --fsys-tarfile "$ktmp"/kubernetes-client_*.deb | tar -x -C "$ktmp" ./usr/bin/kubectl
+    $sudo install -D -m 755 "$ktmp/usr/bin/kubectl" "$debian_kubectl"
+    rm -rf "$ktmp"
+  else
+    $sudo apt-get install -y -q --no-install-recommends kubernetes-client
+  fi
 fi
 
 # scikit-learn's digits (examples/torch/train_elastic.py). Debian 12's

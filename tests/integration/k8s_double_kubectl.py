@@ -19,7 +19,10 @@ import threading
 import time
 import urllib.request
 
-KUBECTL = shutil.which("kubectl")
+# Debian's kubectl (kubernetes-client): where another package owns
+# /usr/bin/kubectl, scripts/deps.sh puts Debian's binary here instead.
+DEBIAN_KUBECTL = "/usr/local/share/cohort/kubernetes-client/kubectl"
+KUBECTL = DEBIAN_KUBECTL if os.access(DEBIAN_KUBECTL, os.X_OK) else shutil.which("kubectl")
 
 
 def start_double(binary, *args):

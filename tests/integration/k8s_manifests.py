@@ -17,7 +17,9 @@ import tempfile
 
 def main():
     double, examples = sys.argv[1], sys.argv[2]
-    kubectl = shutil.which("kubectl")
+    # Debian's kubectl, where scripts/deps.sh put it beside another one.
+    debian_kubectl = "/usr/local/share/cohort/kubernetes-client/kubectl"
+    kubectl = debian_kubectl if os.access(debian_kubectl, os.X_OK) else shutil.which("kubectl")
     if kubectl is None:
         sys.exit("kubectl is not installed: scripts/deps.sh installs Debian's kubernetes-client")
     home = tempfile.mkdtemp(prefix="k8s-manifests-")
