@@ -40,7 +40,8 @@ mapfile -t fuzzers < "$build/tests/fuzz/fuzzers.txt"
 targets=()
 for f in "${fuzzers[@]}"; do targets+=("fuzz_$f"); done
 if [ "$fuzz_only" = 0 ]; then
-  targets+=(unit_tests cohort_run_tests api_tests capi_c_test capi_c_test_static)
+  targets+=(unit_tests cohort_run_tests api_tests capi_c_test capi_c_test_static
+           capi_etcd_store_cohort capi_etcd_store_cohort_static)
 fi
 stage "building ${#targets[@]} targets in $build"
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
