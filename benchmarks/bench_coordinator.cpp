@@ -14,11 +14,14 @@
 // With --data-dir DIR the three phases run twice in the same process, first
 // with the state in memory, then journaled to a fresh directory under DIR,
 // and a last table sets the two side by side (issue 13, section 4: the
-// journal must not make heartbeats slower).
+// journal must not make heartbeats slower). With --etcd ENDPOINTS they run
+// once more with the state in etcd (CoordinatorOptions::etcd, one replica,
+// elected before the run starts), and the last table has a third column
+// (issue 17: heartbeats with the etcd backend).
 //
 //   build/benchmarks/bench_coordinator [--members 10000] [--seconds 30]
 //       [--interval 1.0] [--failure-timeout 5] [--connections 128]
-//       [--data-dir DIR]
+//       [--data-dir DIR] [--etcd ENDPOINTS]
 //
 // It exits 1 when the server answers anything unexpected or a phase does
 // not finish within its bound.
@@ -42,6 +45,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <sys/resource.h>
@@ -61,6 +66,16 @@ struct Options {
     double last_call = 0.5;
     std::size_t connections = 128;
     std::string data_dir;  // empty: only the in-memory run
+    std::string etcd;      // not empty: a run with the state in etcd too
+};
+
+// Which store a run keeps the state in.
+struct Backend {
+    std::string data_dir;
+    std::string etcd, etcd_prefix;
+    std::string name() const {
+        return !etcd.empty() ? "etcd " + etcd + etcd_prefix : data_dir.empty() ? "no data dir" : "data dir " + data_dir;
+    }
 };
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
@@ -388,13 +403,17 @@ Options parse(int argc, char** argv) {
         if (flag == "--help" || flag == "-h") {
             std::printf(
                 "usage: bench_coordinator [--members N] [--seconds S] [--interval I] "
-                "[--failure-timeout F] [--last-call L] [--connections C] [--data-dir DIR]\n");
+                "[--failure-timeout F] [--last-call L] [--connections C] [--data-dir DIR] [--etcd ENDPOINTS]\n");
             std::exit(0);
         }
         if (i + 1 >= argc) throw std::runtime_error(flag + " needs a value; see --help");
         const std::string value = argv[++i];
         if (flag == "--data-dir") {
             o.data_dir = value;
+            continue;
+        }
+        if (flag == "--etcd") {
+            o.etcd = value;
             continue;
         }
         std::size_t used = 0;
@@ -423,15 +442,14 @@ const char* met(bool yes) {
     return yes ? "yes" : "**no**";
 }
 
-void rows(const Options& o, const ScaleRun& r, const std::string& data_dir, const std::string& load_before,
+void rows(const Options& o, const ScaleRun& r, const Backend& backend, const std::string& load_before,
           const std::string& load_after) {
     std::printf("\nmachine: %ld cores, %s; load average before %s, after %s\n", sysconf(_SC_NPROCESSORS_ONLN),
                 first_line("/proc/cpuinfo", "model name").c_str(), load_before.c_str(), load_after.c_str());
     std::printf(
         "members %zu, connections %zu, interval %.2f s, failure_timeout %.1f s, last_call %.2f s, "
         "steady phase %.0f s, tick 100 ms, %s\n\n",
-        o.members, o.connections, o.interval, o.failure_timeout, o.last_call, o.seconds,
-        data_dir.empty() ? "no data dir" : ("data dir " + data_dir).c_str());
+        o.members, o.connections, o.interval, o.failure_timeout, o.last_call, o.seconds, backend.name().c_str());
     const auto& h = r.steady_hb;
     std::printf("| what | measured | target | met |\n|---|---:|---:|---|\n");
     if (r.phases_done < 1) return;
@@ -475,9 +493,9 @@ void rows(const Options& o, const ScaleRun& r, const std::string& data_dir, cons
 }
 
 // The anchors the issue names, as published; they are not run here.
-void report(const Options& o, const ScaleRun& r, const std::string& data_dir, const std::string& load_before,
+void report(const Options& o, const ScaleRun& r, const Backend& backend, const std::string& load_before,
             const std::string& load_after) {
-    rows(o, r, data_dir, load_before, load_after);
+    rows(o, r, backend, load_before, load_after);
     std::printf("| reference (not run): DLRover | a dead peer noticed after its 600 s no-heartbeat window | | |\n");
     std::printf("| reference (not run): torchelastic c10d rendezvous | keep-alive every 5 s, dead after 3 missed (15 s); last_call 30 s | | |\n");
 }
@@ -497,29 +515,59 @@ struct Summary {
     double server_cpu = -1, journal_cpu = -1, wall = 0;
 };
 
-// One whole run (three phases) against a fresh coordinator, journaled to
-// `data_dir` when it is not empty; prints its table.
-Summary run_once(const Options& o, const std::string& data_dir) {
+// GET /v1/replica until this one replica says it leads (with etcd, the
+// election comes first); false after 10 s.
+bool wait_until_leading(uint16_t port) {
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < deadline) {
+        try {
+            asio::io_context io;
+            beast::tcp_stream stream(io);
+            stream.expires_after(std::chrono::seconds(2));
+            stream.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+            http::request<http::string_body> request(http::verb::get, "/v1/replica", 11);
+            request.set(http::field::host, "127.0.0.1");
+            http::write(stream, request);
+            beast::flat_buffer buffer;
+            http::response<http::string_body> response;
+            http::read(stream, buffer, response);
+            if (response.body().find("\"role\":\"leader\"") != std::string::npos) return true;
+        } catch (const std::exception&) {
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+}
+
+// One whole run (three phases) against a fresh coordinator keeping its
+// state as `backend` says; prints its table.
+Summary run_once(const Options& o, const Backend& backend) {
     const std::string load_before = load_average();
     cohort::CoordinatorOptions server_options;
     server_options.token = "bench-coordinator-token";
     server_options.body_limit = 1024 * 1024;
-    server_options.data_dir = data_dir;
+    server_options.data_dir = backend.data_dir;
+    server_options.etcd = backend.etcd;
+    if (!backend.etcd_prefix.empty()) server_options.etcd_prefix = backend.etcd_prefix;
     const auto before = threads();
     cohort::Coordinator coordinator(server_options);
+    if (!backend.etcd.empty() && !wait_until_leading(coordinator.port())) {
+        throw std::runtime_error("the etcd-backed coordinator was not elected within 10 s");
+    }
     std::set<long> started;
     for (long t : threads())
         if (!before.count(t)) started.insert(t);
 
     asio::io_context io(1);
     ScaleRun run(io, o, server_options.token, coordinator.port());
-    // The io thread, and with a data directory perhaps a journal writer
-    // (named cohort-journal).
+    // The io thread, and perhaps a journal writer (cohort-journal, or
+    // cohort-etcd-log with etcd); the etcd replica's own thread is neither.
     std::vector<long> io_threads;
     for (long t : started) {
-        if (thread_name(t) == "cohort-journal")
+        const std::string name = thread_name(t);
+        if (name == "cohort-journal" || name == "cohort-etcd-log")
             run.journal_tid = t;
-        else
+        else if (name != "cohort-replica")
             io_threads.push_back(t);
     }
     if (io_threads.size() == 1) run.server_tid = io_threads.front();
@@ -531,7 +579,7 @@ Summary run_once(const Options& o, const std::string& data_dir) {
     io.run();
     if (failure) std::rethrow_exception(failure);
     coordinator.stop();
-    report(o, run, data_dir, load_before, load_average());
+    report(o, run, backend, load_before, load_average());
     if (run.exit_code() != 0) std::fprintf(stderr, "bench_coordinator: the run failed (errors above)\n");
     Summary out;
     out.ok = run.exit_code() == 0 && run.phases_done >= 2;
@@ -543,22 +591,38 @@ Summary run_once(const Options& o, const std::string& data_dir) {
     return out;
 }
 
-void compare(const Summary& memory, const Summary& disk) {
-    std::printf("\nsteady heartbeats, the same run: in memory vs journaled to the data directory\n\n");
-    std::printf("| what | no data dir | data dir | data dir / no data dir |\n|---|---:|---:|---:|\n");
-    const auto row = [](const char* what, double a, double b) {
-        std::printf("| %s | %.2f ms | %.2f ms | %.2f |\n", what, a, b, a > 0 ? b / a : 0.0);
+// The runs side by side; the first (in memory) is the anchor.
+void compare(const std::vector<std::pair<std::string, Summary>>& runs) {
+    std::printf("\nsteady heartbeats, the same process: ");
+    for (std::size_t i = 0; i < runs.size(); ++i) std::printf("%s%s", i ? " vs " : "", runs[i].first.c_str());
+    std::printf("\n\n| what |");
+    for (const auto& [name, s] : runs) std::printf(" %s |", name.c_str());
+    for (std::size_t i = 1; i < runs.size(); ++i) std::printf(" %s / %s |", runs[i].first.c_str(), runs[0].first.c_str());
+    std::printf("\n|---|");
+    for (std::size_t i = 0; i < 2 * runs.size() - 1; ++i) std::printf("---:|");
+    std::printf("\n");
+    const auto row = [&](const char* what, double Percentiles::*field) {
+        std::printf("| %s |", what);
+        for (const auto& [name, s] : runs) std::printf(" %.2f ms |", s.hb.*field);
+        const double anchor = runs[0].second.hb.*field;
+        for (std::size_t i = 1; i < runs.size(); ++i)
+            std::printf(" %.2f |", anchor > 0 ? runs[i].second.hb.*field / anchor : 0.0);
+        std::printf("\n");
     };
-    row("heartbeat latency p50", memory.hb.p50, disk.hb.p50);
-    row("heartbeat latency p90", memory.hb.p90, disk.hb.p90);
-    row("heartbeat latency p99", memory.hb.p99, disk.hb.p99);
-    row("heartbeat latency max", memory.hb.max, disk.hb.max);
-    std::printf("| heartbeats answered | %zu | %zu | |\n", memory.hb.count, disk.hb.count);
-    std::printf("| heartbeats skipped | %zu | %zu | |\n", memory.late, disk.late);
+    row("heartbeat latency p50", &Percentiles::p50);
+    row("heartbeat latency p90", &Percentiles::p90);
+    row("heartbeat latency p99", &Percentiles::p99);
+    row("heartbeat latency max", &Percentiles::max);
     const auto share = [](double cpu, double wall) { return cpu >= 0 && wall > 0 ? 100 * cpu / wall : -1.0; };
-    std::printf("| io thread CPU | %.0f%% | %.0f%% | |\n", share(memory.server_cpu, memory.wall),
-                share(disk.server_cpu, disk.wall));
-    if (disk.journal_cpu >= 0) std::printf("| journal thread CPU | | %.0f%% | |\n", share(disk.journal_cpu, disk.wall));
+    std::printf("| heartbeats answered |");
+    for (const auto& [name, s] : runs) std::printf(" %zu |", s.hb.count);
+    std::printf("\n| heartbeats skipped |");
+    for (const auto& [name, s] : runs) std::printf(" %zu |", s.late);
+    std::printf("\n| io thread CPU |");
+    for (const auto& [name, s] : runs) std::printf(" %.0f%% |", share(s.server_cpu, s.wall));
+    std::printf("\n| journal or etcd writer thread CPU |");
+    for (const auto& [name, s] : runs) std::printf(" %.0f%% |", share(s.journal_cpu, s.wall));
+    std::printf("\n");
 }
 
 }  // namespace
@@ -566,19 +630,28 @@ void compare(const Summary& memory, const Summary& disk) {
 int main(int argc, char** argv) {
     try {
         const Options o = parse(argc, argv);
-        const Summary memory = run_once(o, "");
-        if (!memory.ok) return 1;
-        if (o.data_dir.empty()) return 0;
-        // A fresh directory each time: the run measures a new job, not the
-        // replay of an old one.
-        const std::filesystem::path dir =
-            std::filesystem::path(o.data_dir) / ("bench-coordinator-" + std::to_string(getpid()));
-        std::filesystem::remove_all(dir);
-        const Summary disk = run_once(o, dir.string());
-        std::error_code ignored;
-        std::filesystem::remove_all(dir, ignored);
-        compare(memory, disk);
-        return disk.ok ? 0 : 1;
+        std::vector<std::pair<std::string, Summary>> runs;
+        runs.emplace_back("no data dir", run_once(o, Backend{}));
+        if (!runs.back().second.ok) return 1;
+        bool ok = true;
+        if (!o.data_dir.empty()) {
+            // A fresh directory each time: the run measures a new job, not
+            // the replay of an old one.
+            const std::filesystem::path dir =
+                std::filesystem::path(o.data_dir) / ("bench-coordinator-" + std::to_string(getpid()));
+            std::filesystem::remove_all(dir);
+            runs.emplace_back("data dir", run_once(o, Backend{dir.string(), "", ""}));
+            ok = ok && runs.back().second.ok;
+            std::error_code ignored;
+            std::filesystem::remove_all(dir, ignored);
+        }
+        if (!o.etcd.empty()) {
+            // A fresh prefix: a new job, not an old one's log.
+            runs.emplace_back("etcd", run_once(o, Backend{"", o.etcd, "/cohort/bench-" + std::to_string(getpid())}));
+            ok = ok && runs.back().second.ok;
+        }
+        if (runs.size() > 1) compare(runs);
+        return ok ? 0 : 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_coordinator: %s\n", e.what());
         return 1;

@@ -1046,6 +1046,17 @@ typedef struct cohort_coordinator cohort_coordinator;
  * cannot be bound. Pairs with cohort_coordinator_destroy. */
 COHORT_API int cohort_coordinator_create(const char* host, uint16_t port, const char* token,
                                          const char* data_dir, cohort_coordinator** out);
+/* The same with every option as one JSON object (options_json NULL or "":
+ * the defaults), as CoordinatorOptions and cohort-coordinator's flags name
+ * them: "host", "port", "token", "data_dir", "max_members",
+ * "idempotency_window" (seconds), "idempotency_keys", and for high
+ * availability (docs/coordinator.md, "High availability") "etcd" (endpoints,
+ * "host:2379,https://host2:2379"), "etcd_prefix", "etcd_cacert",
+ * "etcd_cert", "etcd_key", "etcd_user", "etcd_password", "leader_ttl"
+ * (whole seconds), "advertise_url", "replica_id". INVALID_ARGUMENT naming
+ * the field for an unknown field or a value of the wrong type, then as
+ * cohort_coordinator_create. Pairs with cohort_coordinator_destroy. */
+COHORT_API int cohort_coordinator_create_json(const char* options_json, cohort_coordinator** out);
 /* Stops (closing every connection) and releases. NULL is ignored. */
 COHORT_API void cohort_coordinator_destroy(cohort_coordinator* coordinator);
 COHORT_API int cohort_coordinator_port(const cohort_coordinator* coordinator, uint16_t* port);

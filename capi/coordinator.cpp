@@ -36,6 +36,61 @@ void require_call(const cohort_coordinator_client* client, const char* job, cons
     require(job, fn, "job");
 }
 
+// cohort_coordinator_create_json's options; Error(invalid_argument) naming
+// the field.
+cohort::CoordinatorOptions coordinator_options_from_json(const std::string& text, const char* fn) {
+    cohort::CoordinatorOptions options;
+    if (text.empty()) return options;
+    json::value parsed;
+    try {
+        parsed = json::parse(text);
+    } catch (const std::exception& e) {
+        throw Error(Errc::invalid_argument, fmt::format("{}: options_json is not JSON: {}", fn, e.what()));
+    }
+    if (!parsed.is_object()) throw Error(Errc::invalid_argument, fmt::format("{}: options_json must be an object", fn));
+    const auto wrong = [&](std::string_view key, const char* want) {
+        return Error(Errc::invalid_argument, fmt::format("{}: options_json field \"{}\" must be {}", fn, key, want));
+    };
+    for (const auto& [key, value] : parsed.as_object()) {
+        const auto text_of = [&]() -> std::string {
+            if (!value.is_string()) throw wrong(key, "a string");
+            return std::string(value.get_string());
+        };
+        const auto count_of = [&](uint64_t largest) -> uint64_t {
+            if (value.is_uint64() && value.get_uint64() <= largest) return value.get_uint64();
+            if (value.is_int64() && value.get_int64() >= 0 && static_cast<uint64_t>(value.get_int64()) <= largest)
+                return static_cast<uint64_t>(value.get_int64());
+            throw wrong(key, fmt::format("a whole number from 0 to {}", largest).c_str());
+        };
+        const auto seconds_of = [&]() -> double {
+            if (!value.is_number() || !(value.to_number<double>() > 0)) throw wrong(key, "a positive number of seconds");
+            return value.to_number<double>();
+        };
+        if (key == "host") options.host = text_of();
+        else if (key == "port") options.port = static_cast<uint16_t>(count_of(65535));
+        else if (key == "token") options.token = text_of();
+        else if (key == "data_dir") options.data_dir = text_of();
+        else if (key == "max_members") options.max_members = count_of(UINT32_MAX);
+        else if (key == "idempotency_window")
+            options.idempotency_window = std::chrono::milliseconds(static_cast<int64_t>(seconds_of() * 1000));
+        else if (key == "idempotency_keys") options.idempotency_keys = count_of(UINT32_MAX);
+        else if (key == "etcd") options.etcd = text_of();
+        else if (key == "etcd_prefix") options.etcd_prefix = text_of();
+        else if (key == "etcd_cacert") options.etcd_ca_file = text_of();
+        else if (key == "etcd_cert") options.etcd_cert_file = text_of();
+        else if (key == "etcd_key") options.etcd_key_file = text_of();
+        else if (key == "etcd_user") options.etcd_user = text_of();
+        else if (key == "etcd_password") options.etcd_password = text_of();
+        else if (key == "leader_ttl") options.leader_ttl = std::chrono::seconds(count_of(3600));
+        else if (key == "advertise_url") options.advertise_url = text_of();
+        else if (key == "replica_id") options.replica_id = text_of();
+        else
+            throw Error(Errc::invalid_argument,
+                        fmt::format("{}: options_json has an unknown field \"{}\" (see cohort.h)", fn, key));
+    }
+    return options;
+}
+
 }  // namespace
 
 extern "C" {
@@ -49,6 +104,16 @@ int cohort_coordinator_create(const char* host, uint16_t port, const char* token
         options.port = port;
         if (token != nullptr) options.token = token;
         if (data_dir != nullptr && *data_dir != '\0') options.data_dir = data_dir;
+        auto* c = new cohort_coordinator{cohort::Coordinator(std::move(options)), {}};
+        c->url = c->impl.url();
+        *out = c;
+    });
+}
+
+int cohort_coordinator_create_json(const char* options_json, cohort_coordinator** out) {
+    return guard(__func__, [&](const char* fn) {
+        require(out, fn, "out");
+        cohort::CoordinatorOptions options = coordinator_options_from_json(text_or(options_json), fn);
         auto* c = new cohort_coordinator{cohort::Coordinator(std::move(options)), {}};
         c->url = c->impl.url();
         *out = c;

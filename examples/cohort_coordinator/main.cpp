@@ -29,6 +29,10 @@ constexpr const char* kHelp = R"help(usage: cohort-coordinator [--host HOST] [--
                           [--crowded-idle-timeout SECONDS] [--keep-fd-limit]
                           [--max-members N]
                           [--idempotency-window SECONDS] [--idempotency-keys N]
+                          [--etcd ENDPOINTS [--etcd-prefix P] [--etcd-cacert FILE]
+                           [--etcd-cert FILE --etcd-key FILE] [--etcd-user USER
+                           --etcd-password-file FILE] [--leader-ttl SECONDS]
+                           [--advertise-url URL] [--replica-id ID]]
 
 Serves the elastic coordinator (docs/coordinator.md): training jobs'
 rendezvous, heartbeats, key-value store and dataset shards, over HTTP/1.1 +
@@ -70,11 +74,34 @@ options:
       --max-members N    members held across all jobs (failed and departed
                          ones too, until their job is deleted); a join past
                          it gets 503 (default 100000; 0: no cap)
+
+high availability (docs/coordinator.md, "High availability"): run 2 or 3
+replicas with the same --etcd and --etcd-prefix; one is elected leader, the
+others follow it and answer clients with 503 and the leader's URL.
+      --etcd ENDPOINTS   keep the state in etcd at ENDPOINTS
+                         ("host:2379,https://host2:2379"), not in --data-dir
+      --etcd-prefix P    the key prefix (default /cohort/coordinator): one
+                         coordinator per prefix
+      --etcd-cacert FILE, --etcd-cert FILE, --etcd-key FILE
+                         TLS to etcd: the CA that signed its certificates,
+                         and this client's certificate and key
+      --etcd-user USER, --etcd-password-file FILE
+                         etcd's own authentication
+      --leader-ttl SECONDS
+                         the leader's etcd lease: a dead leader is replaced
+                         about this long after its last refresh (default 2,
+                         whole seconds)
+      --advertise-url URL
+                         where clients reach this replica (default: the URL
+                         printed on the first line)
+      --replica-id ID    this replica's name in the leader key (default
+                         HOSTNAME:PID)
   -h, --help             this help
       --version          print the version
 
 Exit status: 0 after a signal, 1 when the server cannot start (the address
-is taken, DIR is in use or its journal is damaged), 2 for bad usage.
+is taken, DIR is in use or its journal is damaged, etcd settings cannot
+work), 2 for bad usage.
 )help";
 
 [[noreturn]] void usage(std::string message) {
@@ -113,12 +140,12 @@ std::chrono::milliseconds positive_seconds(std::string_view flag, std::string_vi
     return std::chrono::milliseconds(static_cast<int64_t>(value * 1000 + 0.5));
 }
 
-std::string read_token(const std::string& path) {
+std::string read_token(std::string_view flag, const std::string& path) {
     std::string token;
     if (const int error = cohort_examples::read_file(path, token); error != 0)
-        usage(fmt::format("--token-file: cannot read '{}': {}", path, std::strerror(error)));
+        usage(fmt::format("{}: cannot read '{}': {}", flag, path, std::strerror(error)));
     const auto first = token.find_first_not_of(" \t\r\n");
-    if (first == std::string::npos) usage(fmt::format("--token-file: '{}' is empty", path));
+    if (first == std::string::npos) usage(fmt::format("{}: '{}' is empty", flag, path));
     token = token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
     return token;
 }
@@ -143,7 +170,7 @@ std::optional<cohort::CoordinatorOptions> parse_options(int argc, char** argv) {
             }
             options.port = port;
         } else if (arg == "--token-file") {
-            options.token = read_token(std::string(args.value()));
+            options.token = read_token(arg, std::string(args.value()));
         } else if (arg == "--data-dir") {
             options.data_dir = std::string(args.value());
         } else if (arg == "--max-connections") {
@@ -162,6 +189,31 @@ std::optional<cohort::CoordinatorOptions> parse_options(int argc, char** argv) {
             options.idempotency_window = positive_seconds(arg, args.value());
         } else if (arg == "--idempotency-keys") {
             options.idempotency_keys = positive_count(arg, args.value());
+        } else if (arg == "--etcd") {
+            options.etcd = args.value();
+        } else if (arg == "--etcd-prefix") {
+            options.etcd_prefix = args.value();
+        } else if (arg == "--etcd-cacert") {
+            options.etcd_ca_file = args.value();
+        } else if (arg == "--etcd-cert") {
+            options.etcd_cert_file = args.value();
+        } else if (arg == "--etcd-key") {
+            options.etcd_key_file = args.value();
+        } else if (arg == "--etcd-user") {
+            options.etcd_user = args.value();
+        } else if (arg == "--etcd-password-file") {
+            options.etcd_password = read_token(arg, std::string(args.value()));
+        } else if (arg == "--leader-ttl") {
+            const auto ttl = whole_number(args.value());
+            if (!ttl || *ttl == 0 || *ttl > 3600) usage(fmt::format("{}: expected whole seconds, 1 to 3600", arg));
+            options.leader_ttl = std::chrono::seconds(*ttl);
+        } else if (arg == "--advertise-url") {
+            options.advertise_url = args.value();
+            if (!options.advertise_url.starts_with("http://") && !options.advertise_url.starts_with("https://")) {
+                usage(fmt::format("{}: expected http://HOST:PORT, got '{}'", arg, options.advertise_url));
+            }
+        } else if (arg == "--replica-id") {
+            options.replica_id = args.value();
         } else if (arg == "--keep-fd-limit") {
             options.raise_fd_limit = false;
         } else if (arg.starts_with("-")) {
@@ -169,6 +221,13 @@ std::optional<cohort::CoordinatorOptions> parse_options(int argc, char** argv) {
         } else {
             usage(fmt::format("unexpected argument '{}' (cohort-coordinator takes options only; see --help)", arg));
         }
+    }
+    if (options.etcd.empty() && (options.etcd_prefix != cohort::CoordinatorOptions().etcd_prefix ||
+                                 !options.advertise_url.empty() || !options.replica_id.empty())) {
+        usage("--etcd-prefix, --advertise-url and --replica-id go with --etcd");
+    }
+    if (!options.etcd.empty() && !options.data_dir.empty()) {
+        usage("--etcd and --data-dir: give one; with --etcd the state lives in etcd");
     }
     if (options.crowded_idle_timeout > options.idle_timeout) {
         // A short --idle-timeout alone brings the crowded one down with it.

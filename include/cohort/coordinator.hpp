@@ -62,6 +62,27 @@ struct COHORT_API CoordinatorOptions {
     // either: nothing is kept.
     std::chrono::milliseconds idempotency_window{std::chrono::minutes(10)};
     std::size_t idempotency_keys = 10000;
+    // High availability (docs/coordinator.md, "High availability"): with
+    // etcd endpoints ("h1:2379,https://h2:2379"), the state lives in etcd
+    // under etcd_prefix instead of in data_dir (which must then be empty),
+    // and this server is one of several replicas: the elected leader
+    // answers, the followers answer 503 naming the leader
+    // (X-Cohort-Leader).
+    std::string etcd;
+    std::string etcd_prefix = "/cohort/coordinator";
+    // TLS to etcd (PEM files) and etcd's own users.
+    std::string etcd_ca_file, etcd_cert_file, etcd_key_file;
+    std::string etcd_user, etcd_password;
+    // The leader's etcd lease: a dead leader is replaced about this long
+    // after its last refresh (etcd's minimum is about 1.5 s).
+    std::chrono::seconds leader_ttl{2};
+    // What followers tell clients to use for this replica; empty: url().
+    std::string advertise_url;
+    // This replica's name in the leader key; empty: HOSTNAME:PID.
+    std::string replica_id;
+    // A change not yet in etcd after this long is answered 503 (etcd is
+    // unreachable); the client retries with the same Idempotency-Key.
+    std::chrono::milliseconds etcd_write_timeout{2000};
     // Seconds on a clock that survives restarts; Unix time by default. Tests
     // inject their own to make time pass.
     std::function<double()> clock;

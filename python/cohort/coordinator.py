@@ -32,18 +32,43 @@ class Coordinator(_util.Handle):
     """A coordinator served from this process, on a thread of its own, until
     close() (or the end of a `with` block). host None: 127.0.0.1; port 0: any
     free port; token None: $COHORT_COORDINATOR_TOKEN, "": none; data_dir
-    None: state in memory only."""
+    None: state in memory only.
+
+    High availability (docs/coordinator.md): etcd="host:2379,host2:2379" makes
+    this one of several replicas sharing their state in etcd under
+    etcd_prefix; the other keywords (etcd_cacert, etcd_cert, etcd_key,
+    etcd_user, etcd_password, leader_ttl, advertise_url, replica_id) are
+    cohort-coordinator's flags of the same names."""
 
     _kind = "coordinator"
     _destroy_name = "cohort_coordinator_destroy"
 
-    def __init__(self, host=None, port=0, token=None, data_dir=None):
+    _HA = ("etcd", "etcd_prefix", "etcd_cacert", "etcd_cert", "etcd_key", "etcd_user",
+           "etcd_password", "leader_ttl", "advertise_url", "replica_id")
+
+    def __init__(self, host=None, port=0, token=None, data_dir=None, **ha):
         lib = _lib.load()
-        ptr = _util.create(lib.cohort_coordinator_create, _lib.coordinator_p,
-                           _util.text("host", host, True), _util.uint("port", port, 16),
-                           _util.text("token", token, True),
-                           _util.text("data_dir", None if data_dir is None else
-                                      _util.fspath(data_dir), True))
+        unknown = sorted(set(ha) - set(self._HA))
+        if unknown:
+            raise InvalidArgument(f"Coordinator: unknown keyword {unknown[0]!r}; "
+                                        f"known: {', '.join(self._HA)}")
+        if not ha:
+            ptr = _util.create(lib.cohort_coordinator_create, _lib.coordinator_p,
+                               _util.text("host", host, True), _util.uint("port", port, 16),
+                               _util.text("token", token, True),
+                               _util.text("data_dir", None if data_dir is None else
+                                          _util.fspath(data_dir), True))
+        else:
+            options = {k: v for k, v in ha.items() if v is not None}
+            options["port"] = _util.uint("port", port, 16)
+            if host is not None:
+                options["host"] = host
+            if token is not None:
+                options["token"] = token
+            if data_dir is not None:
+                options["data_dir"] = _util.fspath(data_dir)
+            ptr = _util.create(lib.cohort_coordinator_create_json, _lib.coordinator_p,
+                               _util.text("options", json.dumps(options)))
         super().__init__(ptr)
         self._lib = lib
 

@@ -37,6 +37,14 @@ RangeResult EtcdClient::get_prefix(std::string_view prefix, Clock::time_point de
     return RangeResult{read_kvs(reply, what), read_revision(reply, what)};
 }
 
+RangeResult EtcdClient::get_range(std::string_view key, std::string_view range_end, Clock::time_point deadline) {
+    const std::string what = fmt::format("read of the keys from {}", detail::quote(key));
+    const auto reply = http_.call(
+        "/v3/kv/range", json::object{{"key", base64_encode(key)}, {"range_end", base64_encode(range_end)}}, deadline,
+        Replay::safe, what);
+    return RangeResult{read_kvs(reply, what), read_revision(reply, what)};
+}
+
 int64_t EtcdClient::put(std::string_view key, std::string_view value, int64_t lease, Clock::time_point deadline) {
     const std::string what = about("write", key);
     json::object body{{"key", base64_encode(key)}, {"value", base64_encode(value)}};

@@ -33,6 +33,8 @@ public:
 
     RangeResult get(std::string_view key, Clock::time_point deadline);
     RangeResult get_prefix(std::string_view prefix, Clock::time_point deadline);
+    // Every key in [key, range_end), in key order.
+    RangeResult get_range(std::string_view key, std::string_view range_end, Clock::time_point deadline);
     // Returns the revision of the write. lease 0: kept until deleted.
     int64_t put(std::string_view key, std::string_view value, int64_t lease, Clock::time_point deadline);
     // How many keys it deleted.

@@ -35,8 +35,10 @@ json::object get_op(std::string_view key, std::string_view range_end) {
     return json::object{{"request_range", std::move(range)}};
 }
 
-json::object delete_op(std::string_view key) {
-    return json::object{{"request_delete_range", json::object{{"key", base64_encode(key)}}}};
+json::object delete_op(std::string_view key, std::string_view range_end = {}) {
+    json::object range{{"key", base64_encode(key)}};
+    if (!range_end.empty()) range["range_end"] = base64_encode(range_end);
+    return json::object{{"request_delete_range", std::move(range)}};
 }
 
 json::array to_array(const std::vector<json::object>& ops) {
@@ -81,8 +83,16 @@ Txn& Txn::then_get_prefix(std::string_view prefix) {
     success_.push_back(get_op(prefix, prefix_end(prefix)));
     return *this;
 }
+Txn& Txn::then_get_range(std::string_view key, std::string_view range_end) {
+    success_.push_back(get_op(key, range_end));
+    return *this;
+}
 Txn& Txn::then_delete(std::string_view key) {
     success_.push_back(delete_op(key));
+    return *this;
+}
+Txn& Txn::then_delete_range(std::string_view key, std::string_view range_end) {
+    success_.push_back(delete_op(key, range_end));
     return *this;
 }
 Txn& Txn::else_put(std::string_view key, std::string_view value, int64_t lease) {

@@ -34,7 +34,11 @@ public:
     Txn& then_put(std::string_view key, std::string_view value, int64_t lease = 0);
     Txn& then_get(std::string_view key);
     Txn& then_get_prefix(std::string_view prefix);
+    // Every key in [key, range_end).
+    Txn& then_get_range(std::string_view key, std::string_view range_end);
     Txn& then_delete(std::string_view key);
+    // Every key in [key, range_end).
+    Txn& then_delete_range(std::string_view key, std::string_view range_end);
     Txn& else_put(std::string_view key, std::string_view value, int64_t lease = 0);
     Txn& else_get(std::string_view key);
     Txn& else_get_prefix(std::string_view prefix);

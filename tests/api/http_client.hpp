@@ -20,6 +20,7 @@ struct HttpReply {
     unsigned status = 0;
     std::string body;
     std::string content_type;
+    std::string leader;  // X-Cohort-Leader: a follower's pointer to the leader
 };
 
 class HttpClient {
@@ -44,7 +45,8 @@ public:
         http::response<http::string_body> response;
         stream_.expires_after(std::chrono::seconds(10));
         http::read(stream_, buffer_, response);
-        return {response.result_int(), response.body(), std::string(response[http::field::content_type])};
+        return {response.result_int(), response.body(), std::string(response[http::field::content_type]),
+                std::string(response["X-Cohort-Leader"])};
     }
     HttpReply get(const std::string& target) { return call(boost::beast::http::verb::get, target); }
     HttpReply post(const std::string& target, const std::string& body) {

@@ -101,6 +101,7 @@
 #pragma once
 
 #include "coordinator/journal/data_dir.hpp"
+#include "coordinator/journal/journal.hpp"
 #include "coordinator/state/state.hpp"
 
 #include <chrono>
@@ -124,22 +125,9 @@ struct JournalOptions {
     uint32_t keep = 2;
 };
 
-struct JournalStats {
-    uint64_t last_seq = 0;      // the newest event's sequence number
-    uint64_t snapshot_seq = 0;  // the newest snapshot's; 0 with none
-    uint64_t events = 0;        // journaled by this process
-    uint64_t bytes = 0;         // journal bytes written by this process
-    uint64_t syncs = 0;         // fsyncs of the journal by this process
-    uint64_t snapshots = 0;     // written by this process
-    bool unsynced = false;      // committed events wait for an fsync
-};
 
-class DurableState {
+class DurableState final : public Journal {
 public:
-    using Clock = std::chrono::steady_clock;
-    // From the writer thread: every event up to `seq` is on disk; or, with
-    // `failure` set, the write or fsync failed and the journal is broken.
-    using DurableCallback = std::function<void(uint64_t seq, std::exception_ptr failure)>;
 
     // Loads the directory (creating it if missing), as described above.
     // `warn` hears about torn lines dropped and leftovers removed.
@@ -154,7 +142,7 @@ public:
     DurableState& operator=(const DurableState&) = delete;
     // Drains the writer's queue, if there is a writer, and fsyncs what is
     // still unsynced, ignoring errors.
-    ~DurableState();
+    ~DurableState() override;
 
     // Starts the writer thread (named cohort-journal), after fsyncing what
     // is committed so far; from then on commit() and snapshot() queue, and
@@ -163,19 +151,19 @@ public:
     void start_writer(DurableCallback on_durable);
     // The sequence number of the newest event commit() has taken: once it
     // is reported durable, so is everything committed before.
-    uint64_t queued_seq() const { return queued_seq_; }
+    uint64_t queued_seq() const override { return queued_seq_; }
     // What an answer must wait for: the newest queued event other than a
     // heartbeat. A heartbeat's record (its time, its metrics) that a power
     // loss takes is one nobody can miss: the restart's resume() starts every
     // heartbeat clock again, so it makes no member fail and decides nothing;
     // heartbeats, most of a big job's traffic, are then answered without
     // waiting for the disk. They are still journaled, in order.
-    uint64_t answer_seq() const { return answer_seq_; }
+    uint64_t answer_seq() const override { return answer_seq_; }
     // Waits until the writer has written and synced everything queued;
     // Error(io) if it failed. Without a writer: sync().
-    void flush();
+    void flush() override;
 
-    CoordinatorState& state() { return state_; }
+    CoordinatorState& state() override { return state_; }
     const CoordinatorState& state() const { return state_; }
 
     // Journals the events the state's commands produced since the last
@@ -183,7 +171,7 @@ public:
     // Error(io) leaves this object broken: every
     // later call throws, and the coordinator must restart from the
     // directory (its in-memory state may be ahead of the journal).
-    void commit(Clock::time_point now = Clock::now());
+    void commit(Clock::time_point now = Clock::now()) override;
     // Committed events reach the disk (with a writer: nothing to do).
     void sync();
     // When sync() is due; empty when nothing waits for an fsync (always,
@@ -192,10 +180,10 @@ public:
     bool sync_due(Clock::time_point now) const;
     // Writes a snapshot of the state (after commit()ting pending events),
     // starts a new journal and deletes old files beyond `keep`.
-    void snapshot();
+    void snapshot() override;
 
     const std::filesystem::path& directory() const { return dir_; }
-    JournalStats stats() const;
+    JournalStats stats() const override;
 
 private:
     struct Writer;

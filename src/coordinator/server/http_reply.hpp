@@ -16,6 +16,10 @@ struct Response {
     std::string body;
     std::string content_type = "application/json";
     std::string allow;  // for 405: the methods the path takes
+    std::string leader;  // X-Cohort-Leader: where a follower sends clients
+    // Sent without waiting for the journal (a heartbeat answered while etcd
+    // is away: it reports liveness, which is not journaled).
+    bool unheld = false;
 };
 
 Response json_response(const boost::json::value& value, unsigned status = 200);

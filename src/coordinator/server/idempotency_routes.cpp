@@ -32,7 +32,7 @@ coord::server::Response sent_again(const coord::KeptAnswer& a) {
 
 }  // namespace
 
-std::optional<coord::server::Response> Coordinator::Impl::route_once(const std::shared_ptr<HttpSession>& session,
+std::optional<coord::server::Response> Coordinator::Impl::route_keyed(const std::shared_ptr<HttpSession>& session,
                                                                      const Request& request) {
     const auto header = request.find(coord::server::kIdempotencyHeader);
     // Reads change nothing; without the token the request is refused by

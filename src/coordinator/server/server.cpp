@@ -137,11 +137,12 @@ CoordinatorOptions checked(CoordinatorOptions options) {
 // Loads the data directory (after its lock is held). Torn last lines and
 // leftovers are warnings on stderr; corruption is the Error(parse) that
 // stops the coordinator from starting.
-std::optional<coord::DurableState> open_journal(const std::filesystem::path& dir) {
-    if (dir.empty()) return std::nullopt;
-    return coord::DurableState::open(dir, coord::JournalOptions{}, [](const std::string& warning) {
-        std::fprintf(stderr, "cohort-coordinator: warning: %s\n", warning.c_str());
-    });
+std::unique_ptr<coord::DurableState> open_journal(const std::filesystem::path& dir) {
+    if (dir.empty()) return nullptr;
+    return std::make_unique<coord::DurableState>(
+        coord::DurableState::open(dir, coord::JournalOptions{}, [](const std::string& warning) {
+            std::fprintf(stderr, "cohort-coordinator: warning: %s\n", warning.c_str());
+        }));
 }
 
 }  // namespace
@@ -155,13 +156,20 @@ Coordinator::Impl::Impl(CoordinatorOptions opts)
     state.set_max_members(options.max_members);
     state.set_answer_limits({std::chrono::duration<double>(options.idempotency_window).count(),
                              options.idempotency_keys, coord::AnswerLimits{}.bytes});
-    if (durable) {
+    if (!options.etcd.empty()) {
+        if (!options.data_dir.empty()) {
+            throw Error(Errc::invalid_argument,
+                        "coordinator: give a data directory or etcd endpoints, not both: with etcd the state "
+                        "lives in etcd");
+        }
+        // start_replica() runs once bind() knows this server's URL.
+    } else if (durable) {
         // The outage is nobody's silence: heartbeat and lease clocks start
         // again now, and that restart is journaled too.
         state.resume(now());
         durable->commit();
         // From here on the I/O thread never writes, fsyncs or snapshots.
-        durable->start_writer([this](uint64_t seq, std::exception_ptr failure) {
+        static_cast<coord::DurableState&>(*durable).start_writer([this](uint64_t seq, std::exception_ptr failure) {
             asio::post(io, [this, seq, failure] { on_durable(seq, failure); });
         });
         durable_seq = durable->queued_seq();  // start_writer synced it
@@ -240,6 +248,11 @@ void Coordinator::Impl::arm_tick(std::chrono::steady_clock::time_point at) {
         tick_armed = false;
         if (ec || stopping) return;
         try {
+            expire_held();
+            if (!may_decide()) {
+                schedule_tick();
+                return;
+            }
             const double t = now();
             state.tick(t);
             // Health costs O(n log n) per job (about 20 ms at 10,000
@@ -304,14 +317,24 @@ void Coordinator::Impl::commit_changes() {
 void Coordinator::Impl::answer(const std::shared_ptr<HttpSession>& session, Response response) {
     // After a failure nothing more becomes durable; changes are refused
     // (503) and reads answer at once, as they would without a journal.
-    if (!durable || durable->answer_seq() <= durable_seq || !journal_failure.empty()) {
+    if (!durable || response.unheld || durable->answer_seq() <= durable_seq || !journal_failure.empty()) {
         session->send(std::move(response));
         return;
     }
-    held.push_back({durable->answer_seq(), session, std::move(response)});
+    held.push_back({durable->answer_seq(), std::chrono::steady_clock::now(), session, std::move(response)});
 }
 
 void Coordinator::Impl::on_durable(uint64_t seq, std::exception_ptr failure) {
+    if (failure && replica) {
+        // Fenced: another replica leads. The replica steps down, and
+        // on_demoted() answers what is held.
+        try {
+            std::rethrow_exception(failure);
+        } catch (const std::exception& e) {
+            replica->deposed(e.what());
+        }
+        return;
+    }
     if (failure) {
         try {
             std::rethrow_exception(failure);
@@ -345,7 +368,13 @@ void Coordinator::Impl::shutdown() {
     shed_timer.cancel();
     if (spare_fd >= 0) ::close(spare_fd);
     spare_fd = -1;
-    if (durable) {
+    if (replica) {
+        // What the leader queued reaches etcd (bounded); then the lease is
+        // revoked, so a follower takes over at once.
+        if (durable) durable->flush();
+        replica.reset();
+        durable.reset();
+    } else if (durable) {
         // A clean stop leaves a snapshot, so the next start replays nothing.
         try {
             durable->snapshot();
@@ -370,6 +399,7 @@ void Coordinator::Impl::shutdown() {
 
 Coordinator::Coordinator(CoordinatorOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
     impl_->bind();
+    if (!impl_->options.etcd.empty()) impl_->start_replica();
     impl_->accept();
     impl_->schedule_tick();
     impl_->thread = std::thread([impl = impl_.get()] {

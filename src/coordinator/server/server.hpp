@@ -8,6 +8,7 @@
 #pragma once
 
 #include "coordinator/journal/durable_state.hpp"
+#include "coordinator/replication/replica.hpp"
 #include "coordinator/server/connection_gate.hpp"
 #include "coordinator/state/histogram.hpp"
 #include "coordinator/server/http_reply.hpp"
@@ -79,6 +80,7 @@ struct WorldCache {
 // it (everything up to `seq`).
 struct HeldReply {
     uint64_t seq = 0;
+    std::chrono::steady_clock::time_point at;  // when it was held
     std::shared_ptr<HttpSession> session;
     Response response;
 };
@@ -132,11 +134,17 @@ struct Coordinator::Impl {
 
     // With options.data_dir: the directory's lock, then the state loaded
     // from it and journaled; without, the state lives in memory_state.
-    // `state` is whichever of the two is in use.
+    // `state` is whichever of the two is in use. With options.etcd the
+    // state is memory_state, filled from etcd while this replica leads and
+    // journaled by its LogWriter (`durable`), and empty while it follows.
     coord::server::DataDirLock lock;
-    std::optional<coord::DurableState> durable;
+    std::unique_ptr<coord::Journal> durable;
     coord::CoordinatorState memory_state;
     coord::CoordinatorState& state;
+    // replica_routes.cpp: with options.etcd, this server as one replica.
+    std::unique_ptr<coord::replication::Replica> replica;
+    bool leading = false;
+    std::string leader_url;  // the leader's, as etcd says; empty: unknown
     // What the journal's writer has reported synced; the answers waiting for
     // it, oldest (lowest seq) first; why it stopped, once it failed.
     uint64_t durable_seq = 0;
@@ -209,10 +217,23 @@ struct Coordinator::Impl {
     // journal failed and the held answers become 503s.
     void on_durable(uint64_t seq, std::exception_ptr failure);
 
+    // replica_routes.cpp: route_keyed(), unless this replica must not
+    // answer (a follower, or a leader that etcd has not confirmed).
+    std::optional<Response> route_once(const std::shared_ptr<HttpSession>& session, const Request& request);
+    // nullopt: route it; else the answer instead.
+    std::optional<Response> replica_gate(const Request& request, bool& unheld);
+    void start_replica();
+    void on_promoted(coord::replication::LoadedState loaded, int64_t fence);
+    void on_demoted(const std::string& why);
+    // Answers held longer than etcd_write_timeout while etcd is away: 503.
+    void expire_held();
+    // True when this server may change the state (ticks included).
+    bool may_decide() const;
+
     // idempotency_routes.cpp: route() for a request with an
     // Idempotency-Key: its first answer again when the key was seen, else
     // route()'s answer, remembered. Without a key it is route().
-    std::optional<Response> route_once(const std::shared_ptr<HttpSession>& session, const Request& request);
+    std::optional<Response> route_keyed(const std::shared_ptr<HttpSession>& session, const Request& request);
 
     // routes.cpp: the answer now, or nothing when the request was parked
     // (the session gets its answer later).

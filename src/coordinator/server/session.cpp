@@ -86,6 +86,7 @@ void HttpSession::send(Response response) {
     response_.set(http::field::content_type, response.content_type);
     response_.set(http::field::cache_control, "no-store");
     if (!response.allow.empty()) response_.set(http::field::allow, response.allow);
+    if (!response.leader.empty()) response_.set("X-Cohort-Leader", response.leader);
     if (response.status == 401) response_.set(http::field::www_authenticate, "Bearer");
     response_.body() = std::move(response.body);
     response_.keep_alive(keep_alive_);

@@ -1,0 +1,99 @@
+// The leader's journal in etcd: each commit's events (heartbeats aside) go
+// to PREFIX/log/<seq> in a transaction that holds only while this replica
+// still owns the leader key it created (fencing), so a deposed leader, one
+// woken from a long SIGSTOP included, can never write.
+//
+// A writer thread does the etcd calls, batching whatever was committed
+// while the previous transaction was in flight (group commit, as the data
+// directory's writer does). While etcd cannot be reached it retries the
+// same transaction until etcd answers: the change is then written, or the
+// fence fails and the replica steps down. It keeps its own copy of the
+// state and writes snapshots from it (every `snapshot_every` entries), so
+// the server's thread does neither.
+#pragma once
+
+#include "coordinator/journal/journal.hpp"
+#include "coordinator/replication/etcd_log.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace cohort::coord::replication {
+
+struct LogWriterOptions {
+    // Log entries between snapshots; 0: only when snapshot() is called.
+    uint64_t snapshot_every = 1000;
+    // A log entry's value is cut here (etcd refuses requests above
+    // --max-request-bytes, 1.5 MiB by default).
+    std::size_t entry_bytes = 512 * 1024;
+    std::size_t chunk_bytes = 1024 * 1024;
+};
+
+// How the writer stopped, for the failure callback: fenced (another replica
+// leads now) or a damaged answer.
+class LogWriter final : public Journal {
+public:
+    // `state` is the server's (this object reads its events); `seq` the last
+    // event etcd holds; `fence` the create revision of the leader key this
+    // replica wrote. The writer starts at once.
+    LogWriter(std::shared_ptr<etcd::EtcdClient> client, EtcdLayout layout, CoordinatorState& state, uint64_t seq,
+              int64_t fence, LogWriterOptions options, DurableCallback on_durable);
+    ~LogWriter() override;  // stops the thread; what is queued is dropped
+
+    CoordinatorState& state() override { return state_; }
+    void commit(Clock::time_point now = Clock::now()) override;
+    uint64_t queued_seq() const override { return queued_seq_; }
+    uint64_t answer_seq() const override { return queued_seq_; }
+    void snapshot() override;
+    void flush() override;
+    JournalStats stats() const override;
+
+    // False while a write is failing to reach etcd (it is being retried).
+    bool etcd_reachable() const { return reachable_.load(); }
+    // The last etcd error of a write being retried.
+    std::string last_error() const;
+
+private:
+    struct Batch {
+        std::vector<Event> events;  // numbered from `first`
+        uint64_t first = 0;
+        bool snapshot = false;
+    };
+
+    void run();
+    // One fenced transaction, retried while etcd is unreachable; false once
+    // stopping. Throws Error(mismatch) when the fence fails.
+    bool write_fenced(etcd::Txn txn);
+    void write_entries(const std::vector<Event>& events, uint64_t first);
+    void write_snapshot();
+
+    std::shared_ptr<etcd::EtcdClient> client_;
+    EtcdLayout layout_;
+    CoordinatorState& state_;
+    int64_t fence_;
+    LogWriterOptions options_;
+    DurableCallback on_durable_;
+    uint64_t queued_seq_;  // the io thread's
+
+    mutable std::mutex mutex_;
+    std::condition_variable wake_, idle_;
+    std::deque<Batch> queue_;
+    bool busy_ = false;
+    bool stop_ = false;
+    bool failed_ = false;
+    std::string last_error_;
+    JournalStats stats_;
+    std::atomic<bool> reachable_{true};
+    // The writer's copy of the state (the events it wrote applied): the
+    // source of snapshots.
+    CoordinatorState replica_;
+    uint64_t entries_since_snapshot_ = 0;
+    std::thread thread_;
+};
+
+}  // namespace cohort::coord::replication
