@@ -44,7 +44,11 @@ WorkerSpec from_step(const PlanStep& step) {
 
 struct Cluster {
     PodStore store{"default"};
-    ApiServer server{store, {"127.0.0.1", 0, std::chrono::milliseconds(100), false}};
+    ApiServer server{store, [] {
+                         k8s_double::ServerOptions o;
+                         o.bookmark_interval = std::chrono::milliseconds(100);
+                         return o;
+                     }()};
 
     KubernetesOptions options(const std::string& job = "test") const {
         KubernetesOptions o;
