@@ -103,6 +103,12 @@ public:
     void launch(const WorkerSpec& spec);
     // The pod that runs the worker now, or empty.
     std::string pod_name(std::string_view id) const;
+    // The IP address of the worker's pod (status.podIP, read from the API
+    // now), or empty while the pod has none yet (not scheduled, sandbox not
+    // made) or the API does not answer. Each pod's first container also has
+    // its IP as $COHORT_POD_IP (downward API), listed before the worker's
+    // variables, so that a variable's value may say $(COHORT_POD_IP).
+    std::string pod_ip(std::string_view id) const;
     // Sets labels on the worker's pod (a merge patch; an empty value removes
     // the label), e.g. its rank for kubectl get -l. Sent in the background;
     // a pod whose create has not been answered yet is patched once it is.

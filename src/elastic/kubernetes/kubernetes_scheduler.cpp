@@ -72,6 +72,15 @@ std::string KubernetesScheduler::pod_name(std::string_view id) const {
     return it == impl_->workers.end() ? std::string() : it->second.pod;
 }
 
+std::string KubernetesScheduler::pod_ip(std::string_view id) const {
+    const std::string pod = pod_name(id);
+    if (pod.empty()) return {};
+    const k8s::ApiReply r = impl_->api.request("GET", impl_->pods_path + "/" + pod);
+    json::error_code ec;
+    const json::value v = r.status == 200 ? json::parse(r.body, ec) : json::value();
+    return !ec && v.is_object() ? str(v.as_object(), "status", "podIP") : std::string();
+}
+
 void KubernetesScheduler::set_labels(std::string_view id, const std::map<std::string, std::string>& labels) {
     Impl& impl = *impl_;
     const auto it = impl.workers.find(id);
