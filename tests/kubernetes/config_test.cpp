@@ -192,9 +192,10 @@ TEST(KubeconfigConfig, BadCertificatesAndKeysNameTheFileAndField) {
                 HasSubstr(where + "cluster 'c': certificate-authority-data: not base64"));
     EXPECT_THAT(error("certificate-authority-data: " + base64("hello"), "token: t"),
                 HasSubstr(where + "cluster 'c': certificate-authority-data: no PEM certificate"));
-    EXPECT_THAT(error("certificate-authority-data: " + base64(ca.substr(0, ca.size() / 2) + "\n-----END CERTIFICATE-----\n"),
-                      "token: t"),
-                HasSubstr("certificate-authority-data: the PEM certificate does not parse"));
+    EXPECT_THAT(
+        error("certificate-authority-data: " + base64(ca.substr(0, ca.size() / 2) + "\n-----END CERTIFICATE-----\n"),
+              "token: t"),
+        HasSubstr("certificate-authority-data: the PEM certificate does not parse"));
     EXPECT_THAT(error("certificate-authority: missing.crt", "token: t"),
                 HasSubstr(where + "cluster 'c': certificate-authority: cannot read '" +
                           (dir.path() / "missing.crt").string() + "': No such file or directory"));
@@ -204,20 +205,23 @@ TEST(KubeconfigConfig, BadCertificatesAndKeysNameTheFileAndField) {
                 HasSubstr(where + "user 'u': client-certificate without a client-key(-data)"));
     EXPECT_THAT(error("certificate-authority: pki/ca.crt", "client-key-data: " + base64("x")),
                 HasSubstr(where + "user 'u': client-key without a client-certificate(-data)"));
-    EXPECT_THAT(error("certificate-authority: pki/ca.crt", "client-certificate: pki/client.crt, client-key: other/client.key"),
-                HasSubstr(where + "user 'u': client-key 'other/client.key': this key is not the key of the certificate in " +
-                          where + "user 'u': client-certificate 'pki/client.crt'"));
-    EXPECT_THAT(error("certificate-authority: pki/ca.crt",
-                      "client-certificate: pki/client.crt, client-key-data: " + base64("-----BEGIN PRIVATE KEY-----\n")),
+    EXPECT_THAT(
+        error("certificate-authority: pki/ca.crt", "client-certificate: pki/client.crt, client-key: other/client.key"),
+        HasSubstr(where + "user 'u': client-key 'other/client.key': this key is not the key of the certificate in " +
+                  where + "user 'u': client-certificate 'pki/client.crt'"));
+    EXPECT_THAT(error("certificate-authority: pki/ca.crt", "client-certificate: pki/client.crt, client-key-data: " +
+                                                               base64("-----BEGIN PRIVATE KEY-----\n")),
                 HasSubstr(where + "user 'u': client-key-data: not an unencrypted PEM private key"));
-    EXPECT_THAT(error("certificate-authority: pki/ca.crt", "client-certificate: pki/ca.key, client-key: pki/client.key"),
-                HasSubstr("client-certificate 'pki/ca.key': not a PEM certificate"));
+    EXPECT_THAT(
+        error("certificate-authority: pki/ca.crt", "client-certificate: pki/ca.key, client-key: pki/client.key"),
+        HasSubstr("client-certificate 'pki/ca.key': not a PEM certificate"));
     EXPECT_THAT(error("certificate-authority: pki/ca.crt", "tokenFile: missing-token"),
                 HasSubstr(where + "user 'u': tokenFile: cannot read"));
     // The good forms, for contrast.
-    EXPECT_NO_THROW(kubeconfig_config(config("certificate-authority: pki/ca.crt",
-                                             "client-certificate-data: " + base64(k8s_double::read_text(pki.client_cert)) +
-                                                 ", client-key-data: " + base64(k8s_double::read_text(pki.client_key)))));
+    EXPECT_NO_THROW(
+        kubeconfig_config(config("certificate-authority: pki/ca.crt",
+                                 "client-certificate-data: " + base64(k8s_double::read_text(pki.client_cert)) +
+                                     ", client-key-data: " + base64(k8s_double::read_text(pki.client_key)))));
     (void)other;
 }
 

@@ -150,9 +150,8 @@ spec:
     EXPECT_EQ(c.at("command"), (json::array{"python3", "train.py"}));
     EXPECT_FALSE(c.contains("args"));
     // The pod's IP (downward API) comes before cohort's variables, which may name it as $(COHORT_POD_IP).
-    const json::object pod_ip{
-        {"name", "COHORT_POD_IP"},
-        {"valueFrom", json::object{{"fieldRef", json::object{{"fieldPath", "status.podIP"}}}}}};
+    const json::object pod_ip{{"name", "COHORT_POD_IP"},
+                              {"valueFrom", json::object{{"fieldRef", json::object{{"fieldPath", "status.podIP"}}}}}};
     EXPECT_EQ(c.at("env"), (json::array{json::object{{"name", "NCCL_DEBUG"}, {"value", "INFO"}}, pod_ip,
                                         json::object{{"name", "COHORT_MEMBER"}, {"value", "node-A.0"}}}));
     EXPECT_TRUE(c.contains("resources"));

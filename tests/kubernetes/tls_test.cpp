@@ -48,8 +48,8 @@ std::string base64(const std::string& data) {
 
 // Two CAs that do not trust each other, in a folder of the test's own.
 struct Pki {
-    fs::path dir = fs::temp_directory_path() / ("cohort_k8s_tls_" + std::to_string(::getpid()) + "_" +
-                                                std::to_string(counter++));
+    fs::path dir =
+        fs::temp_directory_path() / ("cohort_k8s_tls_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     TestPki mine = k8s_double::make_test_pki(dir / "pki");
     TestPki other = k8s_double::make_test_pki(dir / "other", "some-other-ca", "stranger");
     ~Pki() { fs::remove_all(dir); }
@@ -158,9 +158,9 @@ TEST(KubernetesTls, CertificateAuthorityFileFromTheKubeconfig) {
 TEST(KubernetesTls, CertificateAuthorityDataFromTheKubeconfig) {
     Pki pki;
     HttpsCluster k(pki.mine, false, "s3cret");
-    const auto file = pki.kubeconfig(
-        k.server.url(), "certificate-authority-data: " + base64(k8s_double::read_text(pki.mine.ca_cert)),
-        "token: s3cret");
+    const auto file =
+        pki.kubeconfig(k.server.url(), "certificate-authority-data: " + base64(k8s_double::read_text(pki.mine.ca_cert)),
+                       "token: s3cret");
     round_trip(k, kubeconfig_config(file));
 }
 
@@ -174,10 +174,10 @@ TEST(KubernetesTls, InsecureSkipTlsVerifyTrustsAnyServer) {
 TEST(KubernetesTls, ClientCertificateDataUnderMutualTls) {
     Pki pki;
     HttpsCluster k(pki.mine, true, "unused-token");
-    const auto file = pki.kubeconfig(
-        k.server.url(), "certificate-authority-data: " + base64(k8s_double::read_text(pki.mine.ca_cert)),
-        "client-certificate-data: " + base64(k8s_double::read_text(pki.mine.client_cert)) +
-            ", client-key-data: " + base64(k8s_double::read_text(pki.mine.client_key)));
+    const auto file =
+        pki.kubeconfig(k.server.url(), "certificate-authority-data: " + base64(k8s_double::read_text(pki.mine.ca_cert)),
+                       "client-certificate-data: " + base64(k8s_double::read_text(pki.mine.client_cert)) +
+                           ", client-key-data: " + base64(k8s_double::read_text(pki.mine.client_key)));
     round_trip(k, kubeconfig_config(file));
     EXPECT_EQ(k.server.last_client(), "cohort-tester") << "the server verified the kubeconfig's client certificate";
 }
@@ -211,8 +211,7 @@ TEST(KubernetesTls, NoCaAtAllIsRefused) {
     Pki pki;
     HttpsCluster k(pki.mine, false);
     const auto file = pki.kubeconfig(k.server.url(), "proxy-url: \"\"", "token: t");
-    const std::string error =
-        error_of([&] { KubernetesScheduler s(k.options(kubeconfig_config(file)), from_step); });
+    const std::string error = error_of([&] { KubernetesScheduler s(k.options(kubeconfig_config(file)), from_step); });
     EXPECT_THAT(error, HasSubstr("gives no certificate-authority(-data)"));
 }
 
@@ -220,8 +219,7 @@ TEST(KubernetesTls, AMissingClientCertificateIsRefusedUnderMutualTls) {
     Pki pki;
     HttpsCluster k(pki.mine, true);
     const auto file = pki.kubeconfig(k.server.url(), "certificate-authority: pki/ca.crt", "token: t");
-    const std::string error =
-        error_of([&] { KubernetesScheduler s(k.options(kubeconfig_config(file)), from_step); });
+    const std::string error = error_of([&] { KubernetesScheduler s(k.options(kubeconfig_config(file)), from_step); });
     EXPECT_THAT(error, HasSubstr("may require a client certificate"));
     EXPECT_THAT(error, HasSubstr("client-certificate(-data) and client-key(-data)"));
     EXPECT_THAT(error, HasSubstr(file.string()));
@@ -234,8 +232,7 @@ TEST(KubernetesTls, AClientCertificateOfAnotherCaIsRefused) {
     HttpsCluster k(pki.mine, true);
     const auto file = pki.kubeconfig(k.server.url(), "certificate-authority: pki/ca.crt",
                                      "client-certificate: other/client.crt, client-key: other/client.key");
-    const std::string error =
-        error_of([&] { KubernetesScheduler s(k.options(kubeconfig_config(file)), from_step); });
+    const std::string error = error_of([&] { KubernetesScheduler s(k.options(kubeconfig_config(file)), from_step); });
     EXPECT_THAT(error, HasSubstr("refused the TLS handshake or the client certificate"));
     EXPECT_EQ(k.server.last_client(), "");
 }

@@ -25,7 +25,8 @@ namespace {
 std::string read_file(const std::filesystem::path& path, const std::string& what) {
     std::ifstream in(path, std::ios::binary);
     if (!in)
-        throw Error(Errc::not_found, fmt::format("{}: cannot read '{}': {}", what, path.string(), std::strerror(errno)));
+        throw Error(Errc::not_found,
+                    fmt::format("{}: cannot read '{}': {}", what, path.string(), std::strerror(errno)));
     std::ostringstream out;
     out << in.rdbuf();
     return out.str();
@@ -149,8 +150,9 @@ KubernetesCluster kubeconfig_config(const std::filesystem::path& file, const std
             // kubectl refuses the pair too: a CA that is then not used would hide a mistake.
             if (c.insecure_skip_tls_verify)
                 throw Error(Errc::invalid_argument,
-                            in_cluster + ": insecure-skip-tls-verify with a certificate-authority: give one or "
-                                         "the other (kubectl refuses the pair as well)");
+                            in_cluster +
+                                ": insecure-skip-tls-verify with a certificate-authority: give one or "
+                                "the other (kubectl refuses the pair as well)");
             k8s::check_certificates(c.ca_pem, ca_field);
         }
         if (!user_name.empty()) {
@@ -168,8 +170,9 @@ KubernetesCluster kubeconfig_config(const std::filesystem::path& file, const std
             c.key_pem = pem(user, "client-key", file, in_user, key_field);
             if (c.cert_pem.empty() != c.key_pem.empty())
                 throw Error(Errc::invalid_argument,
-                            in_user + (c.cert_pem.empty() ? ": client-key without a client-certificate(-data)"
-                                                          : ": client-certificate without a client-key(-data)") +
+                            in_user +
+                                (c.cert_pem.empty() ? ": client-key without a client-certificate(-data)"
+                                                    : ": client-certificate without a client-key(-data)") +
                                 "; a client certificate needs both");
             if (!c.cert_pem.empty()) k8s::check_key_pair(c.cert_pem, cert_field, c.key_pem, key_field);
             if (c.token.empty() && c.cert_pem.empty() && user && (user["exec"] || user["auth-provider"]))

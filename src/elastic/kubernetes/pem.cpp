@@ -30,8 +30,9 @@ Error bad(const std::string& where, const std::string& what) {
 
 void check_certificates(const std::string& pem, const std::string& where) {
     if (pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
-        throw bad(where, "no PEM certificate in it (expected -----BEGIN CERTIFICATE-----; a -data field is the "
-                         "base64 of the whole PEM file)");
+        throw bad(where,
+                  "no PEM certificate in it (expected -----BEGIN CERTIFICATE-----; a -data field is the "
+                  "base64 of the whole PEM file)");
     const Bio bio = memory(pem);
     int count = 0;
     while (Cert cert{PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr), X509_free}) ++count;
@@ -53,8 +54,9 @@ void check_key_pair(const std::string& cert_pem, const std::string& cert_where, 
     const Bio key_bio = memory(key_pem);
     const Key key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr), EVP_PKEY_free);
     if (!key)
-        throw bad(key_where, "not an unencrypted PEM private key (expected -----BEGIN PRIVATE KEY-----, "
-                             "or an RSA or EC PRIVATE KEY)");
+        throw bad(key_where,
+                  "not an unencrypted PEM private key (expected -----BEGIN PRIVATE KEY-----, "
+                  "or an RSA or EC PRIVATE KEY)");
     if (X509_check_private_key(cert.get(), key.get()) != 1)
         throw bad(key_where, "this key is not the key of the certificate in " + cert_where);
     ERR_clear_error();

@@ -167,9 +167,8 @@ json::object PodTemplate::make(const std::string& pod_name, const std::string& n
     // The pod's own IP from the downward API, ahead of cohort's variables so
     // that their values can name it as $(COHORT_POD_IP): the kubelet expands
     // references to variables defined earlier in the list.
-    env.push_back(json::object{
-        {"name", kPodIpVariable},
-        {"valueFrom", json::object{{"fieldRef", json::object{{"fieldPath", "status.podIP"}}}}}});
+    env.push_back(json::object{{"name", kPodIpVariable},
+                               {"valueFrom", json::object{{"fieldRef", json::object{{"fieldPath", "status.podIP"}}}}}});
     for (const auto& [name, value] : worker.env) env.push_back(json::object{{"name", name}, {"value", value}});
     c["env"] = std::move(env);
     return pod;

@@ -29,7 +29,7 @@ struct ServerOptions {
     uint16_t port = 0;  // 0: any free port
     // How often a watch with allowWatchBookmarks=true gets a BOOKMARK.
     std::chrono::milliseconds bookmark_interval{1000};
-    bool log_requests = false;  // one line per request on stderr
+    bool log_requests = false;      // one line per request on stderr
     std::optional<TlsOptions> tls;  // none: plain HTTP
     // Non-empty: API requests must carry "Authorization: Bearer <token>"
     // (or a verified client certificate, under mTLS), else 401, as the API

@@ -47,8 +47,8 @@ std::string expand(const std::string& value, const std::map<std::string, std::st
             ++i;
             continue;
         }
-        const std::size_t close = value[i] == '$' && i + 1 < value.size() && value[i + 1] == '(' ? value.find(')', i)
-                                                                                                   : std::string::npos;
+        const std::size_t close =
+            value[i] == '$' && i + 1 < value.size() && value[i + 1] == '(' ? value.find(')', i) : std::string::npos;
         const auto it = close != std::string::npos ? defined.find(value.substr(i + 2, close - i - 2)) : defined.end();
         if (it == defined.end()) {
             out += value[i];

@@ -60,10 +60,9 @@ Cert new_cert(Role role, const std::string& cn, const std::string& org, EVP_PKEY
     check(X509_set_pubkey(c, key) == 1, "setting the public key");
     X509_NAME* name = X509_get_subject_name(c);
     if (!org.empty())
-        X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(org.c_str()), -1,
-                                   -1, 0);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1,
-                               0);
+        X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(org.c_str()), -1, -1,
+                                   0);
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
     X509* signer = issuer != nullptr ? issuer : c;
     check(X509_set_issuer_name(c, X509_get_subject_name(signer)) == 1, "setting the issuer");
     extend(c, signer, NID_subject_key_identifier, "hash");
@@ -124,8 +123,7 @@ TestPki make_test_pki(const std::filesystem::path& dir, const std::string& ca_na
     const Key ca_key = new_key(), server_key = new_key(), client_key = new_key();
     const Cert ca = new_cert(Role::ca, ca_name, "", ca_key.get(), nullptr, nullptr);
     const Cert server = new_cert(Role::server, "kube-apiserver", "", server_key.get(), ca.get(), ca_key.get());
-    const Cert client =
-        new_cert(Role::client, client_user, "system:masters", client_key.get(), ca.get(), ca_key.get());
+    const Cert client = new_cert(Role::client, client_user, "system:masters", client_key.get(), ca.get(), ca_key.get());
     TestPki p{dir / "ca.crt",     dir / "ca.key",     dir / "server.crt",
               dir / "server.key", dir / "client.crt", dir / "client.key"};
     write(p.ca_cert, pem_of(ca.get()), false);
