@@ -55,8 +55,7 @@ std::optional<MasterAddress> Launcher::start_rank0_pod(Slot& rank0, uint64_t gen
     throw Error(Errc::timeout,
                 fmt::format("job '{}': rank 0's pod {} has no IP after {:g} s (still Pending? kubectl describe pod "
                             "{}); the other workers need it as MASTER_ADDR",
-                            o_.job, k->pod_name(rank0.worker), until - started,
-                            k->pod_name(rank0.worker)));
+                            o_.job, k->pod_name(rank0.worker), until - started, k->pod_name(rank0.worker)));
 }
 
 }  // namespace cohort_run
