@@ -139,9 +139,14 @@ std::string tls_hint(CURLcode rc, const char* detail, const KubernetesCluster& c
                                      "(certificate-authority(-data), or the service account's ca.crt), or does "
                                      "not name the server's host; is the configuration this cluster's?",
                                      from);
-        case CURLE_SSL_CERTPROBLEM:
         case CURLE_SSL_CACERT_BADFILE:
-            return fmt::format("libcurl could not use the certificates of {}", from);
+            if (c.ca_pem.empty())
+                return fmt::format("libcurl found no CA bundle on this system, and {} gives no "
+                                   "certificate-authority(-data) for the cluster",
+                                   from);
+            return fmt::format("libcurl could not use the certificate-authority of {}", from);
+        case CURLE_SSL_CERTPROBLEM:
+            return fmt::format("libcurl could not use the client certificate or key of {}", from);
         case CURLE_SSL_CONNECT_ERROR:
         case CURLE_RECV_ERROR:
         case CURLE_SEND_ERROR:
