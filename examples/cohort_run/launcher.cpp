@@ -485,6 +485,8 @@ void Launcher::republish_master(const JobView& job) {
     const auto here = std::find_if(slots_.begin(), slots_.end(),
                                    [&](const Slot& s) { return s.running && s.worker == job.world.front(); });
     if (here == slots_.end()) return;
+    // A pod's address is its IP, learnt when it started: none to make up.
+    if (pods() != nullptr && !master_) return;
     const MasterAddress address =
         master_ ? *master_ : MasterAddress{here->node.empty() ? advertised_ : here->node, free_port()};
     try {

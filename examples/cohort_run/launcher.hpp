@@ -14,6 +14,7 @@
 
 #include <cohort/coordinator.hpp>
 #include <cohort/coordinator_client.hpp>
+#include <cohort/kubernetes.hpp>
 #include <cohort/scaling.hpp>
 #include <cohort/scheduler.hpp>
 #include <cohort/slurm_scheduler.hpp>
@@ -69,6 +70,12 @@ private:
     void join_slots();
     Round await_round(uint64_t after, double deadline);
     std::optional<MasterAddress> agree_master(double deadline);
+    // pod_master.cpp: --scheduler kubernetes. The scheduler, or null.
+    cohort::KubernetesScheduler* pods() const;
+    // Starts rank 0's pod (unless it runs) and waits for its IP, beating
+    // for the places meanwhile; nullopt when the generation moved on.
+    // Throws Error(timeout) when the pod has no IP past --pending-timeout.
+    std::optional<MasterAddress> start_rank0_pod(Slot& rank0, uint64_t generation, double deadline);
     void republish_master(const JobView& job);
     // Joins, waits for the round and rank 0's address, and starts every
     // place's worker, not before `not_before`; the `retired` ids of the old

@@ -96,6 +96,9 @@ options:
       --k8s-pod-template FILE kubernetes: a Pod manifest or pod spec (YAML or
                               JSON) the workers' pods are made from
       --k8s-image IMAGE       kubernetes: the image, when the template has none
+      --k8s-master-port P     kubernetes: MASTER_PORT, on which rank 0's pod
+                              listens (default 29500); MASTER_ADDR is that
+                              pod's IP
       --k8s-owner-pod NAME    kubernetes: the pods' owner (this launcher's pod,
                               so deleting it deletes the workers)
       --events FILE           also write each event as a JSON line to FILE
@@ -254,6 +257,8 @@ std::optional<Options> parse(int argc, char** argv) {
             o.k8s_image = args.value();
         } else if (arg == "--k8s-owner-pod") {
             o.k8s_owner_pod = args.value();
+        } else if (arg == "--k8s-master-port") {
+            o.k8s_master_port = number<uint16_t>(arg, args.value(), 1, 65535);
         } else if (arg == "-q" || arg == "--quiet") {
             o.quiet = true;
         } else {

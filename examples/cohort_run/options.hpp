@@ -52,6 +52,7 @@ struct Options {
     std::vector<std::string> srun_args;  // --srun-arg, for --scheduler slurm
     std::string k8s_kubeconfig, k8s_context, k8s_namespace, k8s_pod_template, k8s_image, k8s_owner_pod;
     double pending_timeout = 300;
+    uint16_t k8s_master_port = 29500;  // MASTER_PORT in pods (torch's default; each pod has its own ports)
     std::string worker_coordinator;  // the coordinator's URL as workers see it; empty: the launcher's
     std::vector<std::string> program;
 };

@@ -36,9 +36,10 @@ double Launcher::world_wait() const {
 }
 
 // With one launcher and survivors, MASTER_PORT is fixed for the run; else
-// it comes from the store, fresh for each generation.
+// it comes from the store, fresh for each generation. Pods always take it
+// from the store: rank 0's address is its pod's IP (pod_master.cpp).
 bool Launcher::master_from_store() const {
-    return o_.restart == RestartMode::all || o_.nnodes_max > 1;
+    return o_.restart == RestartMode::all || o_.nnodes_max > 1 || o_.scheduler == SchedulerKind::kubernetes;
 }
 
 bool Launcher::beat(Slot& slot, uint64_t generation, cohort::HeartbeatReply* reply) {
@@ -129,9 +130,15 @@ std::optional<MasterAddress> Launcher::agree_master(double deadline) {
     const auto rank0 = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.rank == 0u; });
     if (rank0 != slots_.end()) {
         // Under Slurm rank 0 runs on its node, by name (the port is free here, not checked there).
-        const MasterAddress mine{rank0->node.empty() ? advertised_ : rank0->node, free_port()};
+        std::optional<MasterAddress> mine;
+        if (pods() != nullptr) {
+            mine = start_rank0_pod(*rank0, generation, deadline);
+            if (!mine) return std::nullopt;
+        } else {
+            mine = MasterAddress{rank0->node.empty() ? advertised_ : rank0->node, free_port()};
+        }
         try {
-            publish_master(*client_, o_.job, generation, mine);
+            publish_master(*client_, o_.job, generation, *mine);
         } catch (const Error& e) {
             if (e.code() == Errc::mismatch) return std::nullopt;
             throw;
@@ -230,7 +237,11 @@ void Launcher::start_world(double not_before, const std::vector<std::string>& re
         std::this_thread::sleep_for(std::chrono::milliseconds(
             static_cast<int64_t>(1000 * std::min({0.25, o_.heartbeat_interval / 2, not_before - log_.now()}))));
     }
-    for (Slot& s : slots_) launch_slot(s);
+    for (Slot& s : slots_) {
+        // Rank 0's pod started already, to learn its IP (pod_master.cpp).
+        if (pods() != nullptr && s.running && s.rank == 0u) continue;
+        launch_slot(s);
+    }
 }
 
 void Launcher::launch_slot(Slot& s) {

@@ -22,22 +22,30 @@ struct KubernetesCluster {
     std::string server;    // https://HOST:PORT (or http:// for a test server)
     std::string ns;        // the namespace the pods live in
     std::string token;     // bearer token; empty: none (client certificate, or none at all)
+    // Where the token came from (a service account's, a kubeconfig's
+    // tokenFile): read again once a minute, as client-go does, since the
+    // kubelet rotates service-account tokens. Empty: `token` as it is.
+    std::filesystem::path token_file;
     std::string ca_pem;    // the cluster's CA certificates (PEM); empty: the system's
     std::string cert_pem;  // client certificate and key (PEM), when the kubeconfig gives them
-    std::string key_pem;
+    std::string key_pem;   // (kept in memory and handed to libcurl as blobs, never written out)
     bool insecure_skip_tls_verify = false;
+    std::string origin;  // where this came from ("kubeconfig '/f', context 'c'"), for messages
 };
 
 // The service account's files: token, ca.crt and namespace under `dir`,
 // and the server from KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT.
-// Throws Error(not_found) naming what is missing.
+// Throws Error(not_found) naming what is missing, Error(invalid_argument)
+// for a ca.crt that holds no certificate.
 COHORT_API KubernetesCluster
 in_cluster_config(const std::filesystem::path& dir = "/var/run/secrets/kubernetes.io/serviceaccount");
 // A kubeconfig file: the named context, or its current-context. Reads
 // server, certificate-authority(-data), insecure-skip-tls-verify, token or
 // tokenFile, client-certificate(-data) and client-key(-data), and the
-// context's namespace ("default" when it has none). Throws
-// Error(invalid_argument) naming the file and what is wrong.
+// context's namespace ("default" when it has none). Certificates and keys
+// are checked as they are read (a key that is not the certificate's, a
+// -data field that is not base64 of a PEM). Throws Error(invalid_argument)
+// or Error(not_found) naming the file, the cluster or user, and the field.
 COHORT_API KubernetesCluster kubeconfig_config(const std::filesystem::path& file, const std::string& context = {});
 
 struct KubernetesOptions {
@@ -95,6 +103,12 @@ public:
     void launch(const WorkerSpec& spec);
     // The pod that runs the worker now, or empty.
     std::string pod_name(std::string_view id) const;
+    // The IP address of the worker's pod (status.podIP, read from the API
+    // now), or empty while the pod has none yet (not scheduled, sandbox not
+    // made) or the API does not answer. Each pod's first container also has
+    // its IP as $COHORT_POD_IP (downward API), listed before the worker's
+    // variables, so that a variable's value may say $(COHORT_POD_IP).
+    std::string pod_ip(std::string_view id) const;
     // Sets labels on the worker's pod (a merge patch; an empty value removes
     // the label), e.g. its rank for kubectl get -l. Sent in the background;
     // a pod whose create has not been answered yet is patched once it is.

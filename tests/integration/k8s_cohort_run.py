@@ -15,6 +15,12 @@ kubelet (--run-pods) runs each pod's command as a local process. Cases:
                 pod takes its place in the queue; once there is room
                 (capacity 2) a capacity event grows the job back with a new
                 worker; exit 0.
+  master_addr   two workers (--nnodes 1) that meet as torch's env://
+                does: rank 0 listens on MASTER_ADDR:MASTER_PORT, rank 1
+                connects and says hello. Rank 0's pod has
+                MASTER_ADDR=$(COHORT_POD_IP), which the kubelet expands to
+                its own IP; the other pod is created once that IP is known,
+                with it as MASTER_ADDR.
 
     k8s_cohort_run.py --run COHORT_RUN --double DOUBLE CASE [--repeat N]
 
@@ -26,11 +32,42 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+
+# master_addr: rank 0 listens where MASTER_ADDR says, rank 1 connects there.
+RENDEZVOUS = """
+import os, socket, time
+addr, port, rank = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), int(os.environ["RANK"])
+out = os.path.join(os.environ["OUT_DIR"], "rank%d" % rank)
+if rank == 0:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+    s.listen()
+    s.settimeout(30)
+    c, _ = s.accept()
+    c.settimeout(10)
+    said = c.recv(64).decode()
+else:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            c = socket.create_connection((addr, port), timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    said = "rank %d said hello" % rank
+    c.sendall(said.encode())
+with open(out, "w") as f:
+    f.write("%s %d %s" % (addr, port, said))
+"""
 
 WORKER = ('if [ "$COHORT_RESTART_COUNT" -ge 1 ]; then exit 0; fi; i=0; '
           'while [ ! -f "$DONE_FILE" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done')
@@ -41,7 +78,7 @@ class Run:
         self.dir = case_dir
         self.double = subprocess.Popen([args.double, "--port", "0", "--run-pods", *double_args],
                                        stdout=subprocess.PIPE, text=True, env={**os.environ,
-                                       "DONE_FILE": os.path.join(case_dir, "DONE")})
+                                       "DONE_FILE": os.path.join(case_dir, "DONE"), "OUT_DIR": case_dir})
         line = self.double.stdout.readline()
         if not line.startswith("listening on "):
             raise SystemExit(f"the double did not start: {line!r}")
@@ -60,11 +97,11 @@ users: [{{name: u, user: {{token: t}}}}]
         self.seen = []  # (monotonic time first seen, event)
         self.offset = 0
 
-    def start(self, args, *flags):
+    def start(self, args, *flags, program=("/bin/sh", "-c", WORKER)):
         cmd = [args.run, "--standalone", "--scheduler", "kubernetes", "--k8s-kubeconfig", self.kubeconfig,
                "--k8s-image", "registry.invalid/trainer:1", "--job", "kjob", "--node-id", "k8s",
                "--relaunch-delay", "0", "--progress", "0", "--events", self.events_file, "-q", *flags,
-               "--", "/bin/sh", "-c", WORKER]
+               "--", *program]
         self.launcher = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def control(self, path):
@@ -183,11 +220,57 @@ def pending(args, case_dir):
         run.close()
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pod_env(run, name):
+    with urllib.request.urlopen(run.url + "/api/v1/namespaces/default/pods/" + name, timeout=10) as r:
+        pod = json.loads(r.read().decode())
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in pod["spec"]["containers"][0]["env"]}
+
+
+def master_addr(args, case_dir):
+    run = Run(args, case_dir, [])
+    try:
+        port = free_port()
+        run.start(args, "--nproc-per-node", "2", "--nnodes", "1", "--k8s-master-port", str(port),
+                  program=("/usr/bin/python3", "-c", RENDEZVOUS))
+        _, master = run.wait("rank 0's address", run.event("master"))
+        assert master["master_addr"] == "127.0.0.1" and master["master_port"] == port, master
+        starts = run.wait("both workers started",
+                          lambda: [e for _, e in run.seen if e["event"] == "worker_started"][:2]
+                          if sum(1 for _, e in run.seen if e["event"] == "worker_started") >= 2 else None)
+        assert [s["rank"] for s in starts] == [0, 1], starts  # rank 0's pod first
+        envs = {}
+        for s in starts:
+            try:
+                envs[s["rank"]] = pod_env(run, s["pod"])
+            except urllib.error.HTTPError:
+                pass  # ended and deleted already: the files below still tell
+        if 0 in envs:
+            assert envs[0]["MASTER_ADDR"] == "$(COHORT_POD_IP)", envs[0]
+            assert envs[0]["COHORT_POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}, envs[0]
+        if 1 in envs:
+            assert envs[1]["MASTER_ADDR"] == "127.0.0.1" and envs[1]["MASTER_PORT"] == str(port), envs[1]
+        rc = run.finish()
+        assert rc == 0, (rc, run.launcher.stderr.read(), [e for _, e in run.seen])
+        with open(os.path.join(case_dir, "rank0")) as f:
+            assert f.read() == f"127.0.0.1 {port} rank 1 said hello", "rank 0 heard rank 1"
+        with open(os.path.join(case_dir, "rank1")) as f:
+            assert f.read() == f"127.0.0.1 {port} rank 1 said hello"
+        assert run.pods() == {}, f"pods left behind: {run.pods()}"
+    finally:
+        run.close()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--run", required=True)
     parser.add_argument("--double", required=True)
-    parser.add_argument("case", choices=["oom_relaunch", "pending"])
+    parser.add_argument("case", choices=["oom_relaunch", "pending", "master_addr"])
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     for i in range(args.repeat):
@@ -197,6 +280,9 @@ def main():
                 to_failed, to_plan = oom_relaunch(args, case_dir)
                 print(f"run {i + 1}: OOMKilled pod to worker_failed {to_failed * 1000:.0f} ms, "
                       f"to the policy's plan {to_plan * 1000:.0f} ms")
+            elif args.case == "master_addr":
+                master_addr(args, case_dir)
+                print(f"run {i + 1}: rank 1's pod reached rank 0's pod at MASTER_ADDR:MASTER_PORT")
             else:
                 pending(args, case_dir)
                 print(f"run {i + 1}: pending pod given up, job went on, grew back on capacity")

@@ -44,7 +44,11 @@ WorkerSpec from_step(const PlanStep& step) {
 
 struct Cluster {
     PodStore store{"default"};
-    ApiServer server{store, {"127.0.0.1", 0, std::chrono::milliseconds(100), false}};
+    ApiServer server{store, [] {
+                         k8s_double::ServerOptions o;
+                         o.bookmark_interval = std::chrono::milliseconds(100);
+                         return o;
+                     }()};
 
     KubernetesOptions options(const std::string& job = "test") const {
         KubernetesOptions o;
@@ -145,9 +149,16 @@ spec:
     EXPECT_EQ(c.at("image"), "registry.invalid/vision:7");
     EXPECT_EQ(c.at("command"), (json::array{"python3", "train.py"}));
     EXPECT_FALSE(c.contains("args"));
-    EXPECT_EQ(c.at("env"), (json::array{json::object{{"name", "NCCL_DEBUG"}, {"value", "INFO"}},
+    // The pod's IP (downward API) comes before cohort's variables, which may name it as $(COHORT_POD_IP).
+    const json::object pod_ip{{"name", "COHORT_POD_IP"},
+                              {"valueFrom", json::object{{"fieldRef", json::object{{"fieldPath", "status.podIP"}}}}}};
+    EXPECT_EQ(c.at("env"), (json::array{json::object{{"name", "NCCL_DEBUG"}, {"value", "INFO"}}, pod_ip,
                                         json::object{{"name", "COHORT_MEMBER"}, {"value", "node-A.0"}}}));
     EXPECT_TRUE(c.contains("resources"));
+    EXPECT_EQ(s.pod_ip("node-A.0"), "") << "Pending: no IP yet";
+    k.store.set_fate("vision-job-node-a-0-0", PodFate::running);
+    EXPECT_EQ(s.pod_ip("node-A.0"), "10.1.0.7");
+    EXPECT_EQ(s.pod_ip("no-such-worker"), "");
     s.stop_all(0s);
     EXPECT_TRUE(k.gone("vision-job-node-a-0-0"));
     std::filesystem::remove_all(dir);

@@ -1,6 +1,8 @@
 // libcurl for the Kubernetes API: TLS from the cluster's CA (in memory), a
 // bearer token or a client certificate, and a watch driven through a multi
 // handle so that it notices `stop` within 100 ms even on a silent stream.
+// The CA, certificate and key go to libcurl as blobs (CURLOPT_*_BLOB,
+// libcurl 7.77 and later with OpenSSL): no secret is written to a file.
 #include "elastic/kubernetes/api_client.hpp"
 
 #include <cohort/error.hpp>
@@ -10,8 +12,10 @@
 #include <boost/json/parse.hpp>
 
 #include <cctype>
+#include <fstream>
 #include <memory>
 #include <mutex>
+#include <sstream>
 
 #include <sys/socket.h>
 
@@ -53,8 +57,8 @@ void blob(CURL* h, CURLoption option, const std::string& data) {
     curl_easy_setopt(h, option, &b);
 }
 
-void setup(Easy& e, const KubernetesCluster& c, std::string_view method, const std::string& url,
-           const std::string& body, std::string_view content_type) {
+void setup(Easy& e, const KubernetesCluster& c, const std::string& token, std::string_view method,
+           const std::string& url, const std::string& body, std::string_view content_type) {
     if (e.h == nullptr) throw Error(Errc::no_memory, "Kubernetes client: curl_easy_init failed");
     CURL* h = e.h;
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
@@ -65,7 +69,7 @@ void setup(Easy& e, const KubernetesCluster& c, std::string_view method, const s
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, e.error);
     e.headers = curl_slist_append(e.headers, "Accept: application/json");
     e.headers = curl_slist_append(e.headers, "User-Agent: cohort-run (KubernetesScheduler)");
-    if (!c.token.empty()) e.headers = curl_slist_append(e.headers, ("Authorization: Bearer " + c.token).c_str());
+    if (!token.empty()) e.headers = curl_slist_append(e.headers, ("Authorization: Bearer " + token).c_str());
     if (!body.empty()) e.headers = curl_slist_append(e.headers, fmt::format("Content-Type: {}", content_type).c_str());
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, e.headers);
     if (!c.ca_pem.empty()) blob(h, CURLOPT_CAINFO_BLOB, c.ca_pem);
@@ -117,7 +121,77 @@ struct LineSplitter {
     }
 };
 
+// What to check after a TLS failure; empty for other failures. A
+// certificate the server refuses shows up as an alert, during the
+// handshake (TLS 1.2) or at the first read after it (TLS 1.3).
+std::string tls_hint(CURLcode rc, const char* detail, const KubernetesCluster& c) {
+    const std::string from = c.origin.empty() ? std::string("the cluster configuration") : c.origin;
+    const std::string said = detail != nullptr ? detail : "";
+    const bool alert = said.find("alert") != std::string::npos;
+    switch (rc) {
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_ISSUER_ERROR:
+            return c.ca_pem.empty()
+                       ? fmt::format("the server's certificate is not signed by a CA this system trusts, and {} "
+                                     "gives no certificate-authority(-data) for the cluster",
+                                     from)
+                       : fmt::format("the server's certificate is not signed by the CA that {} gives "
+                                     "(certificate-authority(-data), or the service account's ca.crt), or does "
+                                     "not name the server's host; is the configuration this cluster's?",
+                                     from);
+        case CURLE_SSL_CACERT_BADFILE:
+            if (c.ca_pem.empty())
+                return fmt::format("libcurl found no CA bundle on this system, and {} gives no "
+                                   "certificate-authority(-data) for the cluster",
+                                   from);
+            return fmt::format("libcurl could not use the certificate-authority of {}", from);
+        case CURLE_SSL_CERTPROBLEM:
+            return fmt::format("libcurl could not use the client certificate or key of {}", from);
+        case CURLE_SSL_CONNECT_ERROR:
+        case CURLE_RECV_ERROR:
+        case CURLE_SEND_ERROR:
+            if (rc != CURLE_SSL_CONNECT_ERROR && !alert) return {};
+            return c.cert_pem.empty()
+                       ? fmt::format("the server refused the TLS handshake; it may require a client certificate, "
+                                     "which {} does not give (client-certificate(-data) and client-key(-data))",
+                                     from)
+                       : fmt::format("the server refused the TLS handshake or the client certificate of {} (is "
+                                     "the certificate signed by the cluster's client CA, and still valid?)",
+                                     from);
+        default:
+            return {};
+    }
+}
+
 }  // namespace
+
+std::string ApiClient::token() const {
+    if (cluster_.token_file.empty()) return cluster_.token;
+    std::lock_guard lock(token_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (token_.empty() || now - token_read_ >= std::chrono::minutes(1)) {
+        token_read_ = now;
+        std::ifstream in(cluster_.token_file, std::ios::binary);
+        std::ostringstream text;
+        if (in) text << in.rdbuf();
+        std::string t = text.str();
+        while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+        token_ = !t.empty() ? t : token_.empty() ? cluster_.token : token_;
+    }
+    return token_;
+}
+
+ApiReply ApiClient::failed(int code, const char* detail, std::string what) const {
+    ApiReply reply;
+    const auto rc = static_cast<CURLcode>(code);
+    const std::string hint = tls_hint(rc, detail, cluster_);
+    reply.error = fmt::format("{}: {}", what, detail != nullptr && *detail != '\0' ? detail : curl_easy_strerror(rc));
+    if (!hint.empty()) {
+        reply.error += " (" + hint + ")";
+        reply.tls_refused = true;
+    }
+    return reply;
+}
 
 ApiClient::ApiClient(KubernetesCluster cluster, std::chrono::milliseconds timeout)
     : cluster_(std::move(cluster)), timeout_(timeout) {
@@ -131,19 +205,14 @@ ApiClient::ApiClient(KubernetesCluster cluster, std::chrono::milliseconds timeou
 ApiReply ApiClient::request(std::string_view method, const std::string& path, const std::string& body,
                             std::string_view content_type) const {
     Easy e;
-    setup(e, cluster_, method, cluster_.server + path, body, content_type);
+    setup(e, cluster_, token(), method, cluster_.server + path, body, content_type);
     ApiReply reply;
     curl_easy_setopt(e.h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_.count()));
     curl_easy_setopt(e.h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout_.count()));
     curl_easy_setopt(e.h, CURLOPT_WRITEFUNCTION, append);
     curl_easy_setopt(e.h, CURLOPT_WRITEDATA, &reply.body);
     const CURLcode rc = curl_easy_perform(e.h);
-    if (rc != CURLE_OK) {
-        reply.error =
-            fmt::format("{} {}{}: {}", method, cluster_.server, path, e.error[0] ? e.error : curl_easy_strerror(rc));
-        reply.body.clear();
-        return reply;
-    }
+    if (rc != CURLE_OK) return failed(rc, e.error, fmt::format("{} {}{}", method, cluster_.server, path));
     curl_easy_getinfo(e.h, CURLINFO_RESPONSE_CODE, &reply.status);
     return reply;
 }
@@ -151,7 +220,7 @@ ApiReply ApiClient::request(std::string_view method, const std::string& path, co
 ApiReply ApiClient::watch(const std::string& path, const std::function<void(std::string_view)>& on_line,
                           const std::atomic<bool>& stop) const {
     Easy e;
-    setup(e, cluster_, "GET", cluster_.server + path, {}, {});
+    setup(e, cluster_, token(), "GET", cluster_.server + path, {}, {});
     ApiReply reply;
     LineSplitter splitter{&on_line, e.h, {}, {}};
     curl_easy_setopt(e.h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout_.count()));
@@ -174,8 +243,9 @@ ApiReply ApiClient::watch(const std::string& path, const std::function<void(std:
     curl_multi_remove_handle(multi, e.h);
     if (stop) return reply;
     if (result != CURLE_OK) {
-        reply.error =
-            fmt::format("watch {}{}: {}", cluster_.server, path, e.error[0] ? e.error : curl_easy_strerror(result));
+        const long status = reply.status;  // a 200 stream that broke keeps its status
+        reply = failed(result, e.error, fmt::format("watch {}{}", cluster_.server, path));
+        reply.status = status;
     } else if (reply.status != 200) {
         reply.body = splitter.error_body;
     }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,9 @@ struct ApiReply {
     long status = 0;    // HTTP status; 0 when no answer came
     std::string body;   // the object, or a Status
     std::string error;  // transport failure (connection refused, timeout), when status is 0
+    // A TLS failure that asking again cannot mend (the server's certificate
+    // not trusted, the handshake refused); `error` says what to check.
+    bool tls_refused = false;
 };
 
 class ApiClient {
@@ -34,8 +38,16 @@ public:
                    const std::atomic<bool>& stop) const;
 
 private:
+    // The bearer token now: cluster_.token, or token_file's, read again
+    // when the copy is a minute old (a file that has gone keeps the last).
+    std::string token() const;
+    ApiReply failed(int code, const char* detail, std::string what) const;
+
     KubernetesCluster cluster_;
     std::chrono::milliseconds timeout_;
+    mutable std::mutex token_mu_;
+    mutable std::string token_;
+    mutable std::chrono::steady_clock::time_point token_read_{};
 };
 
 // The `message` of a Status body, or the body itself, or the transport

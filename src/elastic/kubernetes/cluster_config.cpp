@@ -1,6 +1,10 @@
 // Where the API server is: the service account's files inside a pod, or a
 // kubeconfig file outside one (the fields kubectl reads for a token or a
-// client certificate; exec and auth-provider plugins are not run).
+// client certificate; exec and auth-provider plugins are not run). The
+// certificates and keys stay in memory (libcurl takes them as blobs), and
+// are checked here so that a bad one is named with its file and field.
+#include "elastic/kubernetes/pem.hpp"
+
 #include <cohort/error.hpp>
 #include <cohort/kubernetes.hpp>
 
@@ -8,7 +12,9 @@
 #include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -18,7 +24,9 @@ namespace {
 
 std::string read_file(const std::filesystem::path& path, const std::string& what) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(Errc::not_found, fmt::format("{}: cannot read '{}'", what, path.string()));
+    if (!in)
+        throw Error(Errc::not_found,
+                    fmt::format("{}: cannot read '{}': {}", what, path.string(), std::strerror(errno)));
     std::ostringstream out;
     out << in.rdbuf();
     return out.str();
@@ -63,11 +71,19 @@ std::filesystem::path beside(const std::filesystem::path& file, const std::strin
     return p.is_absolute() ? p : file.parent_path() / p;
 }
 
-std::string pem(const YAML::Node& map, const std::string& key, const std::filesystem::path& file) {
-    if (const std::string data = text(map, (key + "-data").c_str()); !data.empty())
-        return base64_decode(data, fmt::format("{}: {}-data", file.string(), key));
-    if (const std::string path = text(map, key.c_str()); !path.empty())
-        return read_file(beside(file, path), fmt::format("{}: {}", file.string(), key));
+// KEY-data (base64 of the PEM) wins over KEY (a file), as in kubectl.
+// `where` names the file and the cluster or user; `field` is set to the
+// field the PEM came from, for later messages.
+std::string pem(const YAML::Node& map, const std::string& key, const std::filesystem::path& file,
+                const std::string& where, std::string& field) {
+    if (const std::string data = text(map, (key + "-data").c_str()); !data.empty()) {
+        field = fmt::format("{}: {}-data", where, key);
+        return base64_decode(data, field);
+    }
+    if (const std::string path = text(map, key.c_str()); !path.empty()) {
+        field = fmt::format("{}: {} '{}'", where, key, path);
+        return read_file(beside(file, path), fmt::format("{}: {}", where, key));
+    }
     return {};
 }
 
@@ -84,7 +100,13 @@ KubernetesCluster in_cluster_config(const std::filesystem::path& dir) {
     const std::string h = host;
     c.server = fmt::format("https://{}:{}", h.find(':') != std::string::npos ? "[" + h + "]" : h, port);
     c.token = trim(read_file(dir / "token", "in-cluster configuration: the service account token"));
+    if (c.token.empty())
+        throw Error(Errc::not_found, fmt::format("in-cluster configuration: the service account token '{}' is empty",
+                                                 (dir / "token").string()));
+    c.token_file = dir / "token";  // the kubelet rotates it: read again as it ages
     c.ca_pem = read_file(dir / "ca.crt", "in-cluster configuration: the cluster's CA");
+    k8s::check_certificates(c.ca_pem, "in-cluster configuration: the cluster's CA '" + (dir / "ca.crt").string() + "'");
+    c.origin = "the service account in " + dir.string();
     c.ns = trim(read_file(dir / "namespace", "in-cluster configuration: the namespace"));
     if (c.ns.empty()) c.ns = "default";
     return c;
@@ -119,15 +141,40 @@ KubernetesCluster kubeconfig_config(const std::filesystem::path& file, const std
         while (!c.server.empty() && c.server.back() == '/') c.server.pop_back();
         c.ns = text(ctx, "namespace");
         if (c.ns.empty()) c.ns = "default";
+        c.origin = fmt::format("{}, context '{}'", where, name);
         c.insecure_skip_tls_verify = text(cluster, "insecure-skip-tls-verify") == "true";
-        c.ca_pem = pem(cluster, "certificate-authority", file);
+        const std::string in_cluster = where + ": cluster '" + cluster_name + "'";
+        std::string ca_field, cert_field, key_field;
+        c.ca_pem = pem(cluster, "certificate-authority", file, in_cluster, ca_field);
+        if (!c.ca_pem.empty()) {
+            // kubectl refuses the pair too: a CA that is then not used would hide a mistake.
+            if (c.insecure_skip_tls_verify)
+                throw Error(Errc::invalid_argument,
+                            in_cluster +
+                                ": insecure-skip-tls-verify with a certificate-authority: give one or "
+                                "the other (kubectl refuses the pair as well)");
+            k8s::check_certificates(c.ca_pem, ca_field);
+        }
         if (!user_name.empty()) {
             const YAML::Node user = named(doc["users"], user_name, "user", where);
+            const std::string in_user = where + ": user '" + user_name + "'";
             c.token = text(user, "token");
-            if (c.token.empty() && !text(user, "tokenFile").empty())
-                c.token = trim(read_file(beside(file, text(user, "tokenFile")), where + ": tokenFile"));
-            c.cert_pem = pem(user, "client-certificate", file);
-            c.key_pem = pem(user, "client-key", file);
+            if (c.token.empty() && !text(user, "tokenFile").empty()) {
+                c.token_file = beside(file, text(user, "tokenFile"));
+                c.token = trim(read_file(c.token_file, in_user + ": tokenFile"));
+                if (c.token.empty())
+                    throw Error(Errc::invalid_argument,
+                                fmt::format("{}: tokenFile '{}' is empty", in_user, c.token_file.string()));
+            }
+            c.cert_pem = pem(user, "client-certificate", file, in_user, cert_field);
+            c.key_pem = pem(user, "client-key", file, in_user, key_field);
+            if (c.cert_pem.empty() != c.key_pem.empty())
+                throw Error(Errc::invalid_argument,
+                            in_user +
+                                (c.cert_pem.empty() ? ": client-key without a client-certificate(-data)"
+                                                    : ": client-certificate without a client-key(-data)") +
+                                "; a client certificate needs both");
+            if (!c.cert_pem.empty()) k8s::check_key_pair(c.cert_pem, cert_field, c.key_pem, key_field);
             if (c.token.empty() && c.cert_pem.empty() && user && (user["exec"] || user["auth-provider"]))
                 throw Error(Errc::invalid_argument,
                             where + ": user '" + user_name +

@@ -41,8 +41,14 @@ KubernetesScheduler::KubernetesScheduler(KubernetesOptions options, WorkerFactor
     impl.watch = std::make_unique<k8s::PodWatch>(impl.api, impl.selector());
     // Pods created from now on are covered by the watch that follows the
     // first list. A server that does not answer yet is not fatal: the
-    // watch goes on trying and the creates report their own failures.
-    impl.watch->wait_synced(Clock::now() + impl.options.request_timeout);
+    // watch goes on trying and the creates report their own failures. A
+    // server that TLS refuses (a wrong CA, a client certificate missing or
+    // refused) is a configuration error that no retry mends: fail now.
+    if (!impl.watch->wait_synced(Clock::now() + impl.options.request_timeout)) {
+        if (const std::string why = impl.watch->tls_refused(); !why.empty())
+            throw Error(Errc::permission_denied,
+                        fmt::format("KubernetesScheduler: cannot reach the API server over TLS: {}", why));
+    }
 }
 
 KubernetesScheduler::~KubernetesScheduler() {
@@ -64,6 +70,15 @@ void KubernetesScheduler::launch(const WorkerSpec& spec) {
 std::string KubernetesScheduler::pod_name(std::string_view id) const {
     const auto it = impl_->workers.find(id);
     return it == impl_->workers.end() ? std::string() : it->second.pod;
+}
+
+std::string KubernetesScheduler::pod_ip(std::string_view id) const {
+    const std::string pod = pod_name(id);
+    if (pod.empty()) return {};
+    const k8s::ApiReply r = impl_->api.request("GET", impl_->pods_path + "/" + pod);
+    json::error_code ec;
+    const json::value v = r.status == 200 ? json::parse(r.body, ec) : json::value();
+    return !ec && v.is_object() ? str(v.as_object(), "status", "podIP") : std::string();
 }
 
 void KubernetesScheduler::set_labels(std::string_view id, const std::map<std::string, std::string>& labels) {

@@ -158,10 +158,17 @@ json::object PodTemplate::make(const std::string& pod_name, const std::string& n
     if (const auto* old = c.if_contains("env"); old && old->is_array()) {
         for (const json::value& e : old->as_array()) {
             const auto* n = e.is_object() ? e.as_object().if_contains("name") : nullptr;
-            if (n && n->is_string() && worker.env.contains(std::string(n->as_string()))) continue;
+            if (n && n->is_string() &&
+                (worker.env.contains(std::string(n->as_string())) || n->as_string() == kPodIpVariable))
+                continue;
             env.push_back(e);
         }
     }
+    // The pod's own IP from the downward API, ahead of cohort's variables so
+    // that their values can name it as $(COHORT_POD_IP): the kubelet expands
+    // references to variables defined earlier in the list.
+    env.push_back(json::object{{"name", kPodIpVariable},
+                               {"valueFrom", json::object{{"fieldRef", json::object{{"fieldPath", "status.podIP"}}}}}});
     for (const auto& [name, value] : worker.env) env.push_back(json::object{{"name", name}, {"value", value}});
     c["env"] = std::move(env);
     return pod;

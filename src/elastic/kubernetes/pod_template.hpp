@@ -9,8 +9,13 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 namespace cohort::k8s {
+
+// Every worker's first container gets the pod's IP in this variable
+// (downward API, status.podIP), before cohort's other variables.
+inline constexpr std::string_view kPodIpVariable = "COHORT_POD_IP";
 
 inline constexpr const char* job_label = "cohort.dev/job";
 inline constexpr const char* worker_label = "cohort.dev/worker";

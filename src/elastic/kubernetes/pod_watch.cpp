@@ -54,7 +54,13 @@ void PodWatch::push(PodChange change) {
 
 bool PodWatch::wait_synced(std::chrono::steady_clock::time_point until) const {
     std::unique_lock lock(mu_);
-    return synced_cv_.wait_until(lock, until, [this] { return counts_.lists > 0; });
+    synced_cv_.wait_until(lock, until, [this] { return counts_.lists > 0 || !tls_refused_.empty(); });
+    return counts_.lists > 0;
+}
+
+std::string PodWatch::tls_refused() const {
+    std::lock_guard lock(mu_);
+    return tls_refused_;
 }
 
 bool PodWatch::list(std::string& rv) {
@@ -67,6 +73,10 @@ bool PodWatch::list(std::string& rv) {
         std::lock_guard lock(mu_);
         error_ =
             "listing pods: " + (reply.status == 200 ? std::string("the answer is not a PodList") : describe(reply));
+        if (reply.tls_refused) {
+            tls_refused_ = error_;
+            synced_cv_.notify_all();
+        }
         return false;
     }
     PodChange sync;
@@ -78,6 +88,7 @@ bool PodWatch::list(std::string& rv) {
     std::lock_guard lock(mu_);
     ++counts_.lists;
     error_.clear();
+    tls_refused_.clear();
     changes_.push_back(std::move(sync));
     synced_cv_.notify_all();
     return true;

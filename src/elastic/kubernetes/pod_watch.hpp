@@ -39,8 +39,12 @@ public:
     PodWatch& operator=(const PodWatch&) = delete;
 
     std::vector<PodChange> take();
-    // Waits until the first list has come, or `until`; true when it has.
+    // Waits until the first list has come, a list was refused for TLS, or
+    // `until`; true when the list has come.
     bool wait_synced(std::chrono::steady_clock::time_point until) const;
+    // Why the last list failed, when TLS refused it (asking again will not
+    // help); empty otherwise.
+    std::string tls_refused() const;
     WatchCounts counts() const;
     // The last failure to list or watch, for messages; empty when healthy.
     std::string last_error() const;
@@ -59,6 +63,7 @@ private:
     WatchCounts counts_;
     mutable std::condition_variable synced_cv_;
     std::string error_;
+    std::string tls_refused_;
     std::thread thread_;
 };
 

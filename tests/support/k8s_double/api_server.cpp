@@ -1,11 +1,13 @@
 // The double's HTTP side: one coroutine per connection, requests answered
 // in order, and a watch holding its connection as a chunked stream of
 // newline-separated {"type","object"} events until its timeout, a fault, or
-// the client leaves.
+// the client leaves. The same loop serves plain and TLS streams (tls.cpp).
 #include "api_server.hpp"
 
 #include "discovery.hpp"
+#include "request_target.hpp"
 #include "table.hpp"
+#include "tls.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -48,67 +50,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-struct Target {
-    std::vector<std::string> parts;  // the path's segments
-    std::map<std::string, std::string> query;
-};
-
-int hex(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-std::string decode(std::string_view s) {
-    std::string out;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '+') {
-            out += ' ';
-        } else if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
-            out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
-            i += 2;
-        } else {
-            out += s[i];
-        }
-    }
-    return out;
-}
-
-Target parse_target(std::string_view target) {
-    Target t;
-    const auto q = target.find('?');
-    std::string_view path = target.substr(0, q);
-    while (!path.empty()) {
-        const auto slash = path.find('/');
-        if (slash != 0) t.parts.push_back(decode(path.substr(0, slash)));
-        if (slash == std::string_view::npos) break;
-        path.remove_prefix(slash + 1);
-    }
-    if (q != std::string_view::npos) {
-        std::string_view query = target.substr(q + 1);
-        while (!query.empty()) {
-            const auto amp = query.find('&');
-            const std::string_view kv = query.substr(0, amp);
-            const auto eq = kv.find('=');
-            t.query[decode(kv.substr(0, eq))] = eq == std::string_view::npos ? "" : decode(kv.substr(eq + 1));
-            if (amp == std::string_view::npos) break;
-            query.remove_prefix(amp + 1);
-        }
-    }
-    return t;
-}
-
-std::string param(const Target& t, const char* key) {
-    const auto it = t.query.find(key);
-    return it == t.query.end() ? std::string() : it->second;
-}
-
-bool flag(const Target& t, const char* key) {
-    const std::string v = param(t, key);
-    return v == "true" || v == "1";
-}
-
 Response reply(const Request& req, int status, const json::value& body) {
     Response res{static_cast<http::status>(status), req.version()};
     res.set(http::field::content_type, "application/json");
@@ -139,12 +80,13 @@ struct ApiServer::Impl {
     // io_context: its destructor ends the watches' coroutines, which leave this set.
     struct Watch {
         asio::steady_timer* timer;
-        beast::tcp_stream* stream;
+        tcp::socket* socket;  // under TLS too: a drop cuts the connection, not the session
         bool drop = false;
         bool expire = false;
     };
     std::set<Watch*> watches;
     std::atomic<std::size_t> open{0};
+    std::unique_ptr<asio::ssl::context> tls;  // null: plain HTTP; outlives the sessions' streams
     asio::io_context ioc;
     tcp::acceptor acceptor{ioc};
     std::thread thread;
@@ -153,6 +95,7 @@ struct ApiServer::Impl {
     std::atomic<bool> gone_as_http{false};
     mutable std::mutex mu;  // counts and control
     ServerCounts counts;
+    std::string last_client;
     Control control;
     int callback = -1;  // the store's on_change id
 
@@ -185,7 +128,10 @@ struct ApiServer::Impl {
 
     Response route(const Request& req, const Target& t);
     Response pods(const Request& req, const Target& t, const std::string& ns, const std::string& name);
-    awaitable<void> watch(beast::tcp_stream& stream, const Request& req, const Target& t);
+    template <class Stream>
+    awaitable<void> watch(Stream& stream, const Request& req, const Target& t);
+    template <class Stream>
+    awaitable<void> serve(Stream& stream);
     awaitable<void> session(tcp::socket socket);
     awaitable<void> accept();
 };
@@ -328,7 +274,8 @@ Response ApiServer::Impl::pods(const Request& req, const Target& t, const std::s
     }
 }
 
-awaitable<void> ApiServer::Impl::watch(beast::tcp_stream& stream, const Request& req, const Target& t) {
+template <class Stream>
+awaitable<void> ApiServer::Impl::watch(Stream& stream, const Request& req, const Target& t) {
     count(&ServerCounts::watches);
     Selector labels, fields;
     std::string bad_selector;
@@ -362,7 +309,8 @@ awaitable<void> ApiServer::Impl::watch(beast::tcp_stream& stream, const Request&
     co_await http::async_write_header(stream, serializer, use_awaitable);
 
     asio::steady_timer timer(ioc);
-    Watch w{&timer, &stream};
+    tcp::socket& socket = beast::get_lowest_layer(stream).socket();
+    Watch w{&timer, &socket};
     watches.insert(&w);
     ++open;
     struct Leave {
@@ -403,8 +351,8 @@ awaitable<void> ApiServer::Impl::watch(beast::tcp_stream& stream, const Request&
     for (;;) {
         if (w.drop) {
             beast::error_code ignored;
-            stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-            stream.socket().close(ignored);
+            socket.shutdown(tcp::socket::shutdown_both, ignored);
+            socket.close(ignored);
             co_return;
         }
         if (w.expire) {
@@ -448,15 +396,15 @@ awaitable<void> ApiServer::Impl::watch(beast::tcp_stream& stream, const Request&
     }
 }
 
-awaitable<void> ApiServer::Impl::session(tcp::socket socket) {
-    beast::tcp_stream stream(std::move(socket));
+template <class Stream>
+awaitable<void> ApiServer::Impl::serve(Stream& stream) {
     beast::flat_buffer buffer;
     try {
         for (;;) {
             Request req;
-            stream.expires_after(std::chrono::seconds(120));
+            beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(120));
             co_await http::async_read(stream, buffer, req, use_awaitable);
-            stream.expires_never();
+            beast::get_lowest_layer(stream).expires_never();
             const Target t = parse_target(req.target());
             const bool is_control = !t.parts.empty() && t.parts[0] == "_double";
             if (options.log_requests)
@@ -472,6 +420,13 @@ awaitable<void> ApiServer::Impl::session(tcp::socket socket) {
                 }
                 if (left > 0) break;
             }
+            if (!is_control && !options.token.empty() && req[http::field::authorization] != "Bearer " + options.token &&
+                !(tls && !options.tls->client_ca.empty())) {
+                Response res = reply(req, 401, status_object(401, "Unauthorized", "Unauthorized"));
+                co_await http::async_write(stream, res, use_awaitable);
+                if (!res.keep_alive()) break;
+                continue;
+            }
             const bool is_watch = flag(t, "watch") && req.method() == http::verb::get;
             if (is_watch) {
                 co_await watch(stream, req, t);
@@ -484,8 +439,35 @@ awaitable<void> ApiServer::Impl::session(tcp::socket socket) {
     } catch (const std::exception&) {
         // The client went away or sent something unreadable: the connection ends.
     }
+}
+
+awaitable<void> ApiServer::Impl::session(tcp::socket socket) {
+    if (!tls) {
+        beast::tcp_stream stream(std::move(socket));
+        co_await serve(stream);
+        beast::error_code ignored;
+        stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        co_return;
+    }
+    TlsStream stream(std::move(socket), *tls);
+    bool shook = false;
+    try {
+        std::string client = co_await tls_handshake(stream);
+        shook = true;
+        std::lock_guard lock(mu);
+        ++counts.tls_handshakes;
+        if (!client.empty()) last_client = std::move(client);
+    } catch (const std::exception& e) {
+        if (options.log_requests) std::cerr << "k8s-double: TLS handshake refused: " << e.what() << "\n";
+        std::lock_guard lock(mu);
+        ++counts.tls_failures;
+    }
+    if (shook) co_await serve(stream);
+    // No close_notify: every answer is delimited (Content-Length, or a
+    // chunked stream's last chunk), and waiting for the client's would let
+    // a silent client hold the coroutine.
     beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
 }
 
 awaitable<void> ApiServer::Impl::accept() {
@@ -498,6 +480,7 @@ awaitable<void> ApiServer::Impl::accept() {
 ApiServer::ApiServer(PodStore& store, ServerOptions options)
     : impl_(std::make_unique<Impl>(store, std::move(options))) {
     Impl& impl = *impl_;
+    if (impl.options.tls) impl.tls = make_server_context(*impl.options.tls);
     const tcp::endpoint endpoint(asio::ip::make_address(impl.options.host), impl.options.port);
     impl.acceptor.open(endpoint.protocol());
     impl.acceptor.set_option(tcp::acceptor::reuse_address(true));
@@ -528,7 +511,12 @@ uint16_t ApiServer::port() const {
 }
 
 std::string ApiServer::url() const {
-    return "http://" + impl_->options.host + ":" + std::to_string(port());
+    return (impl_->tls ? "https://" : "http://") + impl_->options.host + ":" + std::to_string(port());
+}
+
+std::string ApiServer::last_client() const {
+    std::lock_guard lock(impl_->mu);
+    return impl_->last_client;
 }
 
 void ApiServer::set_delay(std::chrono::milliseconds delay) {
@@ -544,7 +532,7 @@ void ApiServer::drop_watches() {
         for (Impl::Watch* w : impl_->watches) {
             w->drop = true;
             beast::error_code ignored;
-            w->stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+            w->socket->shutdown(tcp::socket::shutdown_both, ignored);
             w->timer->cancel();
         }
     });

@@ -111,7 +111,7 @@ void apply_fate(json::object& pod, PodFate fate, int exit_code, const std::strin
         case PodFate::running: {
             schedule(pod, status, node);
             status["phase"] = "Running";
-            status["podIP"] = "10.1.0.7";
+            if (!status.contains("podIP")) status["podIP"] = "10.1.0.7";  // the kubelet's (PodRunner's) stays
             set_condition(status, condition("Ready", "True"));
             set_condition(status, condition("ContainersReady", "True"));
             json::object running;

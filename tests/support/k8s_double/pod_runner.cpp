@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <vector>
 
 #include <spawn.h>
@@ -31,6 +32,32 @@ const json::object* container(const json::object& pod) {
     const json::value* cs = spec && spec->is_object() ? spec->as_object().if_contains("containers") : nullptr;
     if (cs == nullptr || !cs->is_array() || cs->as_array().empty() || !cs->as_array()[0].is_object()) return nullptr;
     return &cs->as_array()[0].as_object();
+}
+
+// The pods are processes of this host: their IP is loopback.
+constexpr const char* kPodIp = "127.0.0.1";
+
+// $(NAME) replaced by an earlier variable's value; $$ is a literal $; an
+// unknown reference stays as written (the kubelet's rules).
+std::string expand(const std::string& value, const std::map<std::string, std::string>& defined) {
+    std::string out;
+    for (std::size_t i = 0; i < value.size(); ++i) {
+        if (value[i] == '$' && i + 1 < value.size() && value[i + 1] == '$') {
+            out += '$';
+            ++i;
+            continue;
+        }
+        const std::size_t close =
+            value[i] == '$' && i + 1 < value.size() && value[i + 1] == '(' ? value.find(')', i) : std::string::npos;
+        const auto it = close != std::string::npos ? defined.find(value.substr(i + 2, close - i - 2)) : defined.end();
+        if (it == defined.end()) {
+            out += value[i];
+            continue;
+        }
+        out += it->second;
+        i = close;
+    }
+    return out;
 }
 
 bool is_pending_unplaced(const json::object& pod) {
@@ -91,9 +118,24 @@ void PodRunner::start(const std::string& name, const json::object& pod) {
                     if (a.is_string()) argv.emplace_back(a.as_string());
         }
         for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+        // As the kubelet: the downward API's status.podIP (this host: the
+        // pods are its processes), and $(NAME) in a value expanded from the
+        // variables listed before it.
+        std::map<std::string, std::string> defined;
         if (const json::value* v = c->if_contains("env"); v && v->is_array())
-            for (const json::value& e : v->as_array())
-                if (e.is_object()) env.push_back(str(e.as_object(), "name") + "=" + str(e.as_object(), "value"));
+            for (const json::value& e : v->as_array()) {
+                if (!e.is_object()) continue;
+                const json::object& var = e.as_object();
+                std::string value = str(var, "value");
+                if (const json::value* from = var.if_contains("valueFrom"); from && from->is_object()) {
+                    const json::value* field = from->as_object().if_contains("fieldRef");
+                    const std::string path = field && field->is_object() ? str(field->as_object(), "fieldPath") : "";
+                    value = path == "status.podIP" ? kPodIp : path == "metadata.name" ? name : "";
+                }
+                value = expand(value, defined);
+                defined[str(var, "name")] = value;
+                env.push_back(str(var, "name") + "=" + value);
+            }
         env.push_back("HOSTNAME=" + name);
     }
     if (argv.empty() && c != nullptr && str(*c, "image").find("/pause:") != std::string::npos) {
@@ -105,6 +147,8 @@ void PodRunner::start(const std::string& name, const json::object& pod) {
         store_.set_fate(name, PodFate::failed, 128, "StartError");
         return;
     }
+    // The sandbox's IP comes before the container starts.
+    store_.patch(name, json::object{{"status", json::object{{"podIP", kPodIp}}}});
     std::vector<char*> args, envp;
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);

@@ -75,9 +75,10 @@ TEST(CohortRunOptions, SchedulerDefaultsToLocalAndTakesKubernetesFlags) {
     ASSERT_TRUE(o);
     EXPECT_EQ(o->scheduler, cohort_run::SchedulerKind::local);
     EXPECT_EQ(o->pending_timeout, 300);
+    EXPECT_EQ(o->k8s_master_port, 29500);
     o = parse({"--scheduler", "kubernetes", "--k8s-kubeconfig", "/k", "--k8s-context", "c", "--k8s-namespace", "ns",
                "--k8s-pod-template", "pod.yaml", "--k8s-image", "img", "--k8s-owner-pod", "me", "--pending-timeout",
-               "2.5", "--worker-coordinator", "http://svc:29400"});
+               "2.5", "--worker-coordinator", "http://svc:29400", "--k8s-master-port", "23456"});
     ASSERT_TRUE(o);
     EXPECT_EQ(o->scheduler, cohort_run::SchedulerKind::kubernetes);
     EXPECT_EQ(o->k8s_kubeconfig, "/k");
@@ -88,12 +89,14 @@ TEST(CohortRunOptions, SchedulerDefaultsToLocalAndTakesKubernetesFlags) {
     EXPECT_EQ(o->k8s_owner_pod, "me");
     EXPECT_EQ(o->pending_timeout, 2.5);
     EXPECT_EQ(o->worker_coordinator, "http://svc:29400");
+    EXPECT_EQ(o->k8s_master_port, 23456);
 }
 
 TEST(CohortRunOptions, BadSchedulerFlagsSayWhatIsWrong) {
     EXPECT_NE(error_of({"--scheduler", "yarn"}).find("--scheduler: 'yarn' is not a scheduler"), std::string::npos);
     EXPECT_NE(error_of({"--worker-coordinator", "svc:1"}).find("is not a URL"), std::string::npos);
     EXPECT_NE(error_of({"--pending-timeout", "0"}).find("--pending-timeout: '0' is not a number"), std::string::npos);
+    EXPECT_NE(error_of({"--k8s-master-port", "0"}).find("--k8s-master-port: '0'"), std::string::npos);
     EXPECT_NE(error_of({"--scheduler", "kubernetes", "--kill-worker", "0@1"}).find("only with --scheduler local"),
               std::string::npos);
     EXPECT_NE(error_of({"--scheduler", "kubernetes", "--restart", "all"}).find("not with --scheduler kubernetes"),
