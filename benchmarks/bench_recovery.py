@@ -21,6 +21,12 @@ report in a new world is its first step). Scenarios:
              closing its connections (power loss, partition), so only the
              coordinator's failure timeout can tell.
 
+  coordinator-leader-kill
+             two launchers whose coordinator is three cohort-coordinator
+             --etcd replicas on a local etcd (recovery_coordinator.py): the
+             leader replica SIGKILLed mid-training. Target: training stops
+             for at most 3 s, and no new round opens (issue 17).
+
   host-kill, host-partition, host-heal, host-kill-report
              on two emulated hosts (root only; recovery_hosts.py says
              what each does): every process of host 1 SIGKILLed (the
@@ -620,6 +626,9 @@ TITLES = {
 
 
 def report(name, results, failures, runs):
+    if name == "coordinator-leader-kill":
+        import recovery_coordinator
+        return recovery_coordinator.report(results, failures, runs)
     import recovery_hosts
     print(f"\n### {TITLES.get(name) or recovery_hosts.TITLES[name]}\n")
     print(f"{len(results)} of {runs} runs complete.\n")
@@ -671,8 +680,8 @@ def main():
     parser.add_argument("--build", default="build", help="the build folder (default build)")
     parser.add_argument("--runs", type=int, default=5, help="runs per scenario (default 5)")
     parser.add_argument("--scenarios", default="worker,node,node-stop",
-                        help="comma-separated: worker, node, node-stop, host-kill, host-partition, host-heal, "
-                             "host-kill-report "
+                        help="comma-separated: worker, node, node-stop, coordinator-leader-kill, host-kill, "
+                             "host-partition, host-heal, host-kill-report "
                              "(default the first three; the host ones need root)")
     parser.add_argument("--kill-at", type=float, default=5.0,
                         help="seconds after the launcher starts (worker) or at least (node) (default 5)")
@@ -700,8 +709,9 @@ def main():
 
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     for s in scenarios:
-        if s not in TITLES and s not in HOST_SCENARIOS:
-            parser.error(f"--scenarios: unknown scenario '{s}' (worker, node, node-stop, {', '.join(HOST_SCENARIOS)})")
+        if s not in TITLES and s not in HOST_SCENARIOS and s != "coordinator-leader-kill":
+            parser.error(f"--scenarios: unknown scenario '{s}' (worker, node, node-stop, coordinator-leader-kill, "
+                         f"{', '.join(HOST_SCENARIOS)})")
     # recovery_hosts imports this module by name: let it find this one.
     sys.modules.setdefault("bench_recovery", sys.modules[__name__])
     if any(s in HOST_SCENARIOS for s in scenarios):
@@ -762,6 +772,9 @@ def run_scenarios(args, scenarios, workdir):
                 elif name in HOST_SCENARIOS:
                     import recovery_hosts
                     r = recovery_hosts.run_host(args, workdir, i, name)
+                elif name == "coordinator-leader-kill":
+                    import recovery_coordinator
+                    r = recovery_coordinator.run_leader_kill(args, workdir, i)
                 else:
                     r = run_node(args, workdir, i, stop=name == "node-stop")
                 results.append(r)

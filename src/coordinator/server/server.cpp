@@ -130,6 +130,11 @@ CoordinatorOptions checked(CoordinatorOptions options) {
                     fmt::format("coordinator: tick must be positive, not {} ms", options.tick.count()));
     }
     if (options.body_limit == 0) throw Error(Errc::invalid_argument, "coordinator: body_limit must be positive");
+    if (!options.etcd.empty() && !options.data_dir.empty()) {
+        throw Error(Errc::invalid_argument,
+                    "coordinator: give a data directory or etcd endpoints, not both: with etcd the state lives in "
+                    "etcd");
+    }
     resolve_connection_limits(options);
     return options;
 }
@@ -156,14 +161,8 @@ Coordinator::Impl::Impl(CoordinatorOptions opts)
     state.set_max_members(options.max_members);
     state.set_answer_limits({std::chrono::duration<double>(options.idempotency_window).count(),
                              options.idempotency_keys, coord::AnswerLimits{}.bytes});
-    if (!options.etcd.empty()) {
-        if (!options.data_dir.empty()) {
-            throw Error(Errc::invalid_argument,
-                        "coordinator: give a data directory or etcd endpoints, not both: with etcd the state "
-                        "lives in etcd");
-        }
-        // start_replica() runs once bind() knows this server's URL.
-    } else if (durable) {
+    // With etcd, start_replica() runs once bind() knows this server's URL.
+    if (options.etcd.empty() && durable) {
         // The outage is nobody's silence: heartbeat and lease clocks start
         // again now, and that restart is journaled too.
         state.resume(now());
