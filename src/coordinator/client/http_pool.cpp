@@ -7,6 +7,8 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cctype>
+#include <string_view>
 #include <cstdint>
 #include <mutex>
 #include <random>
@@ -39,6 +41,24 @@ curl_socket_t open_cloexec_socket(void*, curlsocktype, curl_sockaddr* address) {
 
 size_t append_body(char* data, size_t size, size_t count, void* user) {
     static_cast<std::string*>(user)->append(data, size * count);
+    return size * count;
+}
+
+// Keeps the X-Cohort-Leader header of the answer; libcurl hands over one
+// header line at a time, "Name: value\r\n".
+size_t read_header(char* data, size_t size, size_t count, void* user) {
+    constexpr std::string_view kName = "x-cohort-leader:";
+    const std::string_view line(data, size * count);
+    if (line.size() > kName.size() &&
+        std::equal(kName.begin(), kName.end(), line.begin(),
+                   [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); })) {
+        std::string_view value = line.substr(kName.size());
+        while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+        while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
+            value.remove_suffix(1);
+        }
+        *static_cast<std::string*>(user) = std::string(value.substr(0, 512));
+    }
     return size * count;
 }
 
@@ -144,6 +164,8 @@ HttpReply HttpPool::perform(std::string_view method, const std::string& target, 
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, append_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &reply.body);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, read_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &reply.leader);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.list);
     const std::string verb(method);
     if (verb == "GET") {
