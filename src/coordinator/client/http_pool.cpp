@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 namespace cohort::coord::client {
 
@@ -93,14 +94,26 @@ std::string percent_encode(std::string_view text) {
 }
 
 std::string new_idempotency_key() {
-    // Seeded once per thread from the OS: keys from different processes and
-    // threads do not collide, which a shared seed could not promise.
-    thread_local std::mt19937_64 bits([] {
+    // Seeded per thread from the OS: keys from different processes and
+    // threads do not collide, which a shared seed could not promise. A
+    // process forked after the thread drew keys (Python's multiprocessing,
+    // a test) would go on with its parent's sequence and send the parent's
+    // keys: each answered 422, or worse with the parent's first answer. So
+    // a new process id means a new seed.
+    struct Bits {
+        pid_t pid = -1;
+        std::mt19937_64 engine;
+    };
+    thread_local Bits bits;
+    if (bits.pid != ::getpid()) {
         std::random_device device;
         std::seed_seq seed{device(), device(), device(), device(), device(), device(), device(), device()};
-        return std::mt19937_64(seed);
-    }());
-    return fmt::format("{:016x}{:016x}", bits(), bits());
+        bits.engine.seed(seed);
+        bits.pid = ::getpid();
+    }
+    const uint64_t high = bits.engine();
+    const uint64_t low = bits.engine();
+    return fmt::format("{:016x}{:016x}", high, low);
 }
 
 HttpPool::HttpPool(std::string base_url, std::string token) : base_url_(std::move(base_url)) {
