@@ -1,5 +1,6 @@
 // What the client's source files share: the retry loop around one HTTP
-// exchange and the mapping of error answers to cohort::Error. The bodies
+// exchange, across the replicas (client_call.cpp), and the mapping of error
+// answers to cohort::Error. The bodies
 // are read and written by coordinator/protocol.
 #pragma once
 
