@@ -4,7 +4,8 @@
 // not_leader, with or without X-Cohort-Leader). A dead URL before a live
 // one, a follower naming the leader, a leader that dies in the middle of a
 // member's life (join, heartbeats, a parked store get) with no new round
-// and no rank change, a join whose answer died with the old leader and is
+// and no rank change, a parked store wait re-asked for what is left of it,
+// a join whose answer died with the old leader and is
 // not applied twice on the new one, the leader found through a real etcd's
 // leader key, and lists that are refused saying why.
 #include "../fixtures/etcd_cluster.hpp"
@@ -168,6 +169,43 @@ TEST(CoordinatorFailover, TheLeaderDiesMidJobWithoutANewRoundOrRankChange) {
     EXPECT_EQ(w.generation, generation);
     EXPECT_EQ(w.rank, *joined.rank);
     EXPECT_EQ(w.world_size, 2u);
+}
+
+TEST(CoordinatorFailover, AParkedStoreWaitAsksTheNewLeaderForWhatIsLeft) {
+    Coordinator server(server_options());
+    FakeReplica a(server.port());
+    FakeReplica b(server.port());
+    b.follow(a.url());
+    CoordinatorClient direct(server.url(), quick());
+    CoordinatorClient client(a.url() + "," + b.url(), quick());
+    client.create_job("w", closes_at(1));
+    const uint64_t generation = client.join("w", node("m")).generation;
+    auto parked = std::async(std::launch::async, [&] {
+        const auto start = clock_type::now();
+        const std::vector<std::string> keys{"x", "y"};
+        client.store_wait("w", generation, keys, 8s);
+        return seconds_since(start);
+    });
+    std::this_thread::sleep_for(1200ms);
+    direct.store_set("w", generation, "x", "1");
+    b.lead();
+    a.kill();
+    std::this_thread::sleep_for(300ms);
+    direct.store_set("w", generation, "y", "2");
+    ASSERT_EQ(parked.wait_for(10s), std::future_status::ready);
+    EXPECT_LT(parked.get(), 8.0);
+    // b's wait asked for what was left of the 8 s.
+    const auto lines = b.seen();
+    const auto bodies = b.bodies();
+    bool rewaited = false;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        if (lines[i].first.find("/wait") == std::string::npos) continue;
+        const auto at = bodies[i].find("\"timeout_ms\":");
+        ASSERT_NE(at, std::string::npos) << bodies[i];
+        EXPECT_LT(std::stol(bodies[i].substr(at + 13)), 7000) << bodies[i];
+        rewaited = true;
+    }
+    EXPECT_TRUE(rewaited);
 }
 
 TEST(CoordinatorFailover, AJoinWhoseAnswerDiedWithTheLeaderIsNotAppliedTwice) {

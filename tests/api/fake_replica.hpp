@@ -98,6 +98,11 @@ public:
         std::lock_guard lock(mutex_);
         return seen_;
     }
+    // The bodies of the requests forwarded, in the same order.
+    std::vector<std::string> bodies() const {
+        std::lock_guard lock(mutex_);
+        return bodies_;
+    }
 
 private:
     static void bounded(int fd) {
@@ -227,6 +232,7 @@ private:
                     while (!key.empty() && key.front() == ' ') key.erase(0, 1);
                 }
                 seen_.emplace_back(request->substr(0, request->find("\r\n")), key);
+                bodies_.push_back(request->substr(request->find("\r\n\r\n") + 4));
             }
             if (server < 0) {
                 server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -269,6 +275,7 @@ private:
     std::atomic<int> forwarded_{0};
     std::atomic<int> refused_{0};
     std::vector<std::pair<std::string, std::string>> seen_;
+    std::vector<std::string> bodies_;
 };
 
 }  // namespace cohort::test
