@@ -1065,7 +1065,10 @@ COHORT_API int cohort_coordinator_url(const cohort_coordinator* coordinator, con
 
 typedef struct cohort_coordinator_client cohort_coordinator_client;
 
-/* A client of the coordinator at url ("http://HOST:PORT"). token NULL:
+/* A client of the coordinator at url ("http://HOST:PORT"; its replicas as
+ * "http://HOST:PORT,http://HOST:PORT"; or "etcd://HOST:PORT/PREFIX" to find
+ * their leader through etcd: the client follows the leader, see
+ * docs/coordinator.md). token NULL:
  * $COHORT_COORDINATOR_TOKEN. request_timeout_seconds bounds one HTTP exchange
  * (0: 10 s); failed connections and 5xx answers are retried with backoff
  * until retry_deadline_seconds has passed (negative: 30 s; 0: no retry). Errors
@@ -1191,7 +1194,8 @@ COHORT_API int cohort_coordinator_client_shard_done(cohort_coordinator_client* c
 
 typedef struct cohort_membership cohort_membership;
 
-/* coordinator: "http://HOST:PORT" or "HOST:PORT"; job: the job to join.
+/* coordinator: "http://HOST:PORT" or "HOST:PORT", a comma-separated list of
+ * those (the replicas), or "etcd://HOST:PORT/PREFIX"; job: the job to join.
  * member NULL or "": HOST-PID; host NULL or "": the machine's host name. The
  * token is $COHORT_COORDINATOR_TOKEN. Contacts nobody yet. Pairs with
  * cohort_membership_destroy. */

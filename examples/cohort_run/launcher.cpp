@@ -133,15 +133,20 @@ void Launcher::connect() {
         if (slurm_options_ && wildcard) url_ = fmt::format("http://{}:{}", slurm_url_host(), server_->port());
         advertised_ = advertised_address(o_.master_addr, o_.host);
     } else {
-        std::string where = o_.coordinator;
-        if (where.rfind("http://", 0) == 0) where = where.substr(7);
-        while (!where.empty() && where.back() == '/') where.pop_back();
-        const auto colon = where.rfind(':');
-        if (colon == std::string::npos || colon == 0 || colon + 1 == where.size()) {
-            throw Error(Errc::invalid_argument, fmt::format("--coordinator: '{}' is not HOST:PORT", o_.coordinator));
+        // HOST:PORT, a list of the replicas, or etcd:// (the replicas'
+        // leader found there): checked as the client takes it, and passed
+        // on to the workers as it is.
+        try {
+            url_ = cohort::normalize_coordinator_url(o_.coordinator);
+        } catch (const Error& e) {
+            throw Error(Errc::invalid_argument, fmt::format("--coordinator: {}", e.what()));
         }
-        url_ = "http://" + where;
-        std::string host = where.substr(0, colon);
+        // The address the others reach this node at is the one on the route
+        // to the coordinator: to the first replica listed or, with etcd://,
+        // to the first etcd endpoint (the replicas are where etcd is).
+        std::string host = url_.substr(url_.find("://") + 3);
+        host = host.substr(0, host.find_first_of(",/?"));
+        host = host.substr(0, host.rfind(':'));
         if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
         advertised_ = advertised_address(o_.master_addr, host);
     }

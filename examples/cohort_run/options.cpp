@@ -36,7 +36,12 @@ options:
                               machines join: set COHORT_COORDINATOR_TOKEN)
       --data-dir DIR          the standalone coordinator's durable state
       --coordinator HOST:PORT a running coordinator (several cohort-run with
-                              one coordinator act as several nodes)
+                              one coordinator act as several nodes); its
+                              replicas as HOST:PORT,HOST:PORT, or
+                              etcd://HOST:PORT[,HOST:PORT]/PREFIX[?OPTIONS]
+                              to find their leader through etcd (the
+                              replicas' --etcd and --etcd-prefix); the
+                              launcher and its workers follow the leader
       --job NAME              the job (default "cohort")
       --node-id ID            this launcher's name; workers are ID-0, ID-1, ...
                               (default: the host name)
@@ -239,10 +244,12 @@ std::optional<Options> parse(int argc, char** argv) {
             o.srun_args.emplace_back(args.value());
         } else if (arg == "--worker-coordinator") {
             o.worker_coordinator = args.value();
-            if (o.worker_coordinator.rfind("http://", 0) != 0 && o.worker_coordinator.rfind("https://", 0) != 0)
-                throw Error(
-                    Errc::invalid_argument,
-                    fmt::format("--worker-coordinator: '{}' is not a URL (http://HOST:PORT)", o.worker_coordinator));
+            if (o.worker_coordinator.rfind("http://", 0) != 0 && o.worker_coordinator.rfind("https://", 0) != 0 &&
+                o.worker_coordinator.rfind("etcd://", 0) != 0)
+                throw Error(Errc::invalid_argument,
+                            fmt::format("--worker-coordinator: '{}' is not a URL (http://HOST:PORT, a list "
+                                        "http://HOST:PORT,http://HOST:PORT or etcd://HOST:PORT/PREFIX)",
+                                        o.worker_coordinator));
         } else if (arg == "--pending-timeout") {
             o.pending_timeout = number<double>(arg, args.value(), 0.001, 1e9);
         } else if (arg == "--k8s-kubeconfig") {

@@ -19,9 +19,11 @@ one gradient-descent update per epoch from the gradients of every shard.
 Workers lease shards from the coordinator, all-reduce their gradients and,
 whenever the world changes, sync the training state, so every shard counts
 exactly once per epoch whoever computed it and however many workers die.
-Run under cohort-run, or by hand with COHORT_COORDINATOR (http://HOST:PORT),
-COHORT_JOB and COHORT_MEMBER set (also read: COHORT_GENERATION, LOCAL_RANK,
-COHORT_RESTART_COUNT, COHORT_CHECKPOINT_DIR).
+Run under cohort-run, or by hand with COHORT_COORDINATOR (http://HOST:PORT;
+a coordinator's replicas as HOST:PORT,HOST:PORT, or etcd://HOST:PORT/PREFIX
+to find their leader through etcd), COHORT_JOB and COHORT_MEMBER set (also
+read: COHORT_GENERATION, LOCAL_RANK, COHORT_RESTART_COUNT,
+COHORT_CHECKPOINT_DIR).
 
 model and data (every worker must give the same values):
       --epochs N            epochs (default 3)

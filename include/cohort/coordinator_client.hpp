@@ -43,17 +43,38 @@ struct COHORT_API CoordinatorClientOptions {
 // are cohort::Error with the code by HTTP status: 400/413 invalid_argument,
 // 401 permission_denied, 404 not_found, 408 timeout, 409 mismatch, 503
 // unavailable, other 5xx internal; a server that cannot be reached before
-// the retry deadline is Error(unavailable) naming the URL and the last
-// connection error.
+// the retry deadline is Error(unavailable) naming every URL tried and the
+// last error of each.
+//
+// Several replicas (docs/coordinator.md, "Clients and several replicas"):
+// a replica that answers 503 naming the leader (X-Cohort-Leader) is left
+// for that leader at once; one that does not answer, or says it is not the
+// leader without naming one, for the next URL of the list (or the leader
+// etcd names) with the usual backoff. The leader found is kept for later
+// calls. A change's Idempotency-Key goes with it to every replica, so a
+// change the old leader made before it died is not made again.
 class COHORT_API CoordinatorClient {
 public:
-    // url: "http://HOST:PORT" (a trailing '/' is ignored).
+    // url: "http://HOST:PORT" (a trailing '/' is ignored); a list of the
+    // replicas "http://HOST:PORT,http://HOST:PORT"; or
+    // "etcd://HOST:PORT[,HOST:PORT]/PREFIX[?cacert=&cert=&key=&user=&password-file=]"
+    // (the replicas' --etcd and --etcd-prefix; PREFIX defaults to
+    // /cohort/coordinator), whose key PREFIX/leader names the leader.
+    // Error(invalid_argument) saying which entry is wrong and how.
     explicit CoordinatorClient(std::string url, CoordinatorClientOptions options = {});
     CoordinatorClient(CoordinatorClient&&) noexcept;
     CoordinatorClient& operator=(CoordinatorClient&&) noexcept;
     ~CoordinatorClient();
 
+    // The address as given, normalized, and fixed for the client's life:
+    // "http://HOST:PORT", "http://a:1,http://b:2", or "etcd://HOSTS/PREFIX"
+    // without the query (so without file names of keys and passwords).
+    // For messages and for building other URLs from.
     const std::string& url() const;
+    // The replica this client asks next: the one that answered last, or
+    // the one a replica named as the leader; "" with etcd:// before the
+    // first call found the leader. It changes on failover.
+    std::string leader_url() const;
 
     // The job's state (JSON text). 409 if it exists with other settings.
     std::string create_job(std::string_view name, const JobSettings& settings = {});
@@ -112,8 +133,17 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// `text` checked as CoordinatorClient takes it, with "http://" put before
+// each list entry that has no scheme ("h1:29400,h2:29400" ->
+// "http://h1:29400,http://h2:29400"; etcd:// URLs stay as they are): what
+// launchers and COHORT_COORDINATOR accept. Error(invalid_argument) saying
+// what is wrong and where.
+COHORT_API std::string normalize_coordinator_url(std::string_view text);
+
 // A Store over one job's generation on a coordinator: what
-// open_store("coordinator://HOST:PORT/JOB/GENERATION") returns.
+// open_store("coordinator://HOST:PORT[,HOST:PORT]/JOB/GENERATION") and
+// open_store("coordinator+etcd://ETCD:PORT[,ETCD:PORT]/PREFIX/JOB/GENERATION[?OPTIONS]")
+// return.
 COHORT_API std::shared_ptr<Store> coordinator_store(std::shared_ptr<CoordinatorClient> client, std::string job,
                                                     uint64_t generation);
 

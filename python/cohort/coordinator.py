@@ -90,7 +90,9 @@ class Coordinator(_util.Handle):
 
 
 class CoordinatorClient(_util.Handle):
-    """A client of the coordinator at url ("http://HOST:PORT"). token None:
+    """A client of the coordinator at url ("http://HOST:PORT"; its replicas
+    as "http://HOST:PORT,http://HOST:PORT"; or "etcd://HOST:PORT/PREFIX" to
+    find their leader through etcd, followed on failover). token None:
     $COHORT_COORDINATOR_TOKEN. timeout bounds one request (seconds); failed
     connections and 5xx answers are retried with backoff for retry_deadline
     seconds (0: no retry). Safe to share between threads."""

@@ -41,7 +41,8 @@ def _measured(name, value):
 
 class Membership(_util.Handle):
     """A member of job `job` on the coordinator at `coordinator`
-    ("http://HOST:PORT" or "HOST:PORT"). member None: HOST-PID; host None:
+    ("http://HOST:PORT" or "HOST:PORT", a comma-separated list of those for
+    replicas, or "etcd://HOST:PORT/PREFIX"). member None: HOST-PID; host None:
     this machine's name. The token is $COHORT_COORDINATOR_TOKEN. Contacts
     nobody until next_world().
 

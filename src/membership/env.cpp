@@ -49,30 +49,14 @@ std::string required(const char* name, std::string_view meaning) {
     return *value;
 }
 
-bool valid_port(std::string_view text) {
-    unsigned port = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
-    return ec == std::errc() && end == text.data() + text.size() && port >= 1 && port <= 65535;
-}
-
-// "http://HOST:PORT" or "HOST:PORT" -> "http://HOST:PORT".
+// "http://HOST:PORT" or "HOST:PORT" -> "http://HOST:PORT"; a list of
+// replicas the same, entry by entry; etcd:// as it is.
 std::string coordinator_url(const std::string& value) {
-    const auto explain = [&](std::string_view what) {
-        bad(fmt::format("COHORT_COORDINATOR='{}' {}: it must be http://HOST:PORT or HOST:PORT", value, what));
-    };
-    std::string url = value;
-    if (url.find("://") == std::string::npos) {
-        url = "http://" + url;
-    } else if (!url.starts_with("http://")) {
-        explain("is not an http:// URL");
+    try {
+        return normalize_coordinator_url(value);
+    } catch (const Error& e) {
+        bad(fmt::format("COHORT_COORDINATOR='{}': {}", value, e.what()));
     }
-    while (url.ends_with('/')) url.pop_back();
-    const std::string_view authority = std::string_view(url).substr(7);
-    if (authority.find('/') != std::string_view::npos) explain("has a path");
-    const auto colon = authority.rfind(':');
-    if (colon == std::string_view::npos || colon == 0) explain("has no HOST:PORT");
-    if (!valid_port(authority.substr(colon + 1))) explain("has no port in 1..65535");
-    return url;
 }
 
 // Job names and member ids, as the coordinator accepts them.
@@ -104,7 +88,7 @@ uint64_t generation(const std::string& value) {
 
 MembershipOptions Membership::options_from_env() {
     MembershipOptions o;
-    o.coordinator = coordinator_url(required("COHORT_COORDINATOR", "the coordinator's http://HOST:PORT"));
+    o.coordinator = coordinator_url(required("COHORT_COORDINATOR", "the coordinator's http://HOST:PORT, its replicas' list or etcd:// URL"));
     o.job = required("COHORT_JOB", "the name of the job to join");
     check_name("COHORT_JOB", o.job, "job name");
     o.node.host = variable("COHORT_HOST").value_or(membership::machine_name());

@@ -22,9 +22,11 @@ namespace {
 
 MembershipOptions checked(MembershipOptions o) {
     if (o.coordinator.empty()) {
-        throw Error(Errc::invalid_argument, "Membership: no coordinator URL (expected http://HOST:PORT)");
+        throw Error(Errc::invalid_argument, "Membership: no coordinator URL (expected http://HOST:PORT, a list of replicas "
+                                                   "http://HOST:PORT,http://HOST:PORT, or etcd://HOST:PORT/PREFIX)");
     }
-    if (o.coordinator.find("://") == std::string::npos) o.coordinator = "http://" + o.coordinator;
+    // HOST:PORT alone (each entry of a list of replicas) means http://.
+    o.coordinator = normalize_coordinator_url(o.coordinator);
     if (o.job.empty()) throw Error(Errc::invalid_argument, "Membership: no job name");
     if (o.node.host.empty()) o.node.host = membership::machine_name();
     if (o.node.id.empty()) o.node.id = membership::default_member_id(o.node.host);

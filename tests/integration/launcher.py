@@ -46,6 +46,11 @@ events file (JSON lines), never by timing beyond generous bounds. Cases:
                     (nodes a and b, --nnodes 2, 2 workers each): one world
                     of the 4 workers, both launchers exit 0, rank 0's
                     weights the reference's
+  replica_list      cohort-run --coordinator DEAD:PORT,HOST:PORT (a list of
+                    replicas whose first is down): the launcher and its two
+                    cohort-train workers (which get the list in
+                    COHORT_COORDINATOR) pass the dead one over; exit 0,
+                    rank 0's weights the reference's
 
     launcher.py --run PATH --train PATH [CASE...]
     launcher.py BUILD_DIR [CASE...]
@@ -61,6 +66,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -578,9 +584,41 @@ def case_two_nodes(tools, workdir):
         server.stdout.close()
 
 
+def case_replica_list(tools, workdir):
+    """A list of coordinator replicas whose first is down reaches the
+    launcher and, through COHORT_COORDINATOR, its workers: all pass the dead
+    one over and train to the reference's weights."""
+    exe = os.path.join(os.path.dirname(tools.run), "cohort-coordinator")
+    check(os.access(exe, os.X_OK), f"replica_list: no cohort-coordinator next to cohort-run ({exe})")
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    with open(os.path.join(workdir, "coordinator.err"), "wb") as err:
+        server = subprocess.Popen([exe, "--port", "0"], stdout=subprocess.PIPE, stderr=err,
+                                  stdin=subprocess.DEVNULL)
+    try:
+        url = server.stdout.readline().decode().strip()
+        check(url.startswith("http://"), f"replica_list: the coordinator did not start (exit {server.poll()})")
+        replicas = f"127.0.0.1:{dead},{url.removeprefix('http://')}"
+        flags = ["--epochs", "2", "--shards", "16", "--step-ms", "10"]
+        ref = reference(tools, workdir, flags)
+        weights = os.path.join(workdir, "weights.json")
+        launcher = Launcher(tools, workdir, "list", [*JOB_FLAGS, "--nproc-per-node", "2", "--job", "list"],
+                            [tools.train, *flags, "--weights-out", weights], coordinator=replicas)
+        check_done(launcher, launcher.wait(90), 0)
+        check(launcher.url == f"http://127.0.0.1:{dead},{url}",
+              f"replica_list: the launcher's coordinator is {launcher.url!r}, not the list{launcher.describe()}")
+        diff = check_trained(launcher, weights, ref)
+        print(f"replica_list: trained through {replicas}; weights within {diff:.3g} of the reference", flush=True)
+    finally:
+        server.kill()
+        server.wait()
+        server.stdout.close()
+
+
 CASES = {"signals": case_signals, "exit_codes": case_exit_codes, "budget_blacklist": case_budget_blacklist,
          "straggler": case_straggler, "hang": case_hang, "skip_collective": case_skip_collective,
-         "restart_all": case_restart_all, "two_nodes": case_two_nodes}
+         "restart_all": case_restart_all, "two_nodes": case_two_nodes, "replica_list": case_replica_list}
 
 
 def clean_up():

@@ -2,6 +2,7 @@
 join, wait for the world, heartbeat, the store, shards, leave, and the
 errors for a wrong token, an unknown job and a wrong generation."""
 
+import socket
 import threading
 import time
 import unittest
@@ -131,6 +132,22 @@ class CoordinatorTest(unittest.TestCase):
             client.job_state("x")
         self.assertLess(time.monotonic() - start, 3)
         self.assertIn(url, str(caught.exception))
+
+    def test_a_list_of_replicas_passes_a_dead_one_over(self):
+        # Through the C API: the URL string goes to the client as it is.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+        client = cohort.CoordinatorClient(f"{dead},{self.server.url}", token="py-secret", timeout=5,
+                                          retry_deadline=2)
+        self.addCleanup(client.close)
+        start = time.monotonic()
+        client.create_job("listed", SETTINGS)
+        self.assertLess(time.monotonic() - start, 1)
+        self.assertEqual(client.job_state("listed")["name"], "listed")
+        with self.assertRaises(cohort.InvalidArgument) as caught:
+            cohort.CoordinatorClient(f"{self.server.url},,{dead}")
+        self.assertIn("entry 2 is empty", str(caught.exception))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-// CoordinatorClient: retries, error mapping, jobs and rendezvous.
+// CoordinatorClient: construction, jobs and rendezvous (the retry loop is
+// client_call.cpp).
 #include "coordinator/client/client_call.hpp"
 #include "coordinator/protocol/descriptor.hpp"
 #include "coordinator/protocol/job_settings.hpp"
@@ -12,7 +13,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <random>
 #include <thread>
 
 #include <fmt/format.h>
@@ -20,62 +20,6 @@
 namespace cohort {
 
 namespace json = boost::json;
-using coord::client::HttpReply;
-using coord::client::TransportError;
-
-namespace coord::client {
-
-std::string job_path(std::string_view job) {
-    return "/v1/jobs/" + percent_encode(job);
-}
-
-Errc code_for_status(long status) {
-    switch (status) {
-        case 400:
-        case 405:
-        case 413:
-        case 431:
-            return Errc::invalid_argument;
-        case 401:
-        case 403:
-            return Errc::permission_denied;
-        case 404:
-            return Errc::not_found;
-        case 408:
-            return Errc::timeout;
-        case 409:
-            return Errc::mismatch;
-        case 502:
-        case 503:
-        case 504:
-            return Errc::unavailable;
-        default:
-            return status >= 500 ? Errc::internal : Errc::invalid_argument;
-    }
-}
-
-Error error_from_reply(const std::string& url, std::string_view method, const std::string& target,
-                       const HttpReply& reply) {
-    std::string error;
-    std::string detail;
-    boost::system::error_code ec;
-    const json::value body = json::parse(reply.body, ec);
-    if (!ec && body.is_object()) {
-        if (const auto* e = body.as_object().if_contains("error"); e != nullptr && e->is_string()) {
-            error = std::string(e->as_string());
-        }
-        if (const auto* d = body.as_object().if_contains("detail"); d != nullptr && d->is_string()) {
-            detail = std::string(d->as_string());
-        }
-    }
-    if (detail.empty()) detail = reply.body.substr(0, 200);
-    return Error(code_for_status(reply.status),
-                 fmt::format("coordinator {}: {} {}: {} (HTTP {}{})", url, method, target, detail, reply.status,
-                             error.empty() ? "" : " " + error));
-}
-
-}  // namespace coord::client
-
 using namespace coord::client;
 
 namespace {
@@ -83,19 +27,6 @@ namespace {
 std::string env_or_empty(const char* name) {
     const char* v = std::getenv(name);
     return v != nullptr ? std::string(v) : std::string();
-}
-
-std::string check_url(std::string url) {
-    while (url.ends_with('/')) url.pop_back();
-    if (!url.starts_with("http://") || url.size() == 7) {
-        throw Error(Errc::invalid_argument,
-                    fmt::format("coordinator URL '{}': expected http://HOST:PORT (as Coordinator::url() gives)", url));
-    }
-    if (url.find('/', 7) != std::string::npos) {
-        throw Error(Errc::invalid_argument,
-                    fmt::format("coordinator URL '{}': expected http://HOST:PORT with no path", url));
-    }
-    return url;
 }
 
 std::string duration_text(std::chrono::milliseconds d) {
@@ -107,63 +38,8 @@ std::string duration_text(std::chrono::milliseconds d) {
 
 CoordinatorClientOptions::CoordinatorClientOptions() : token(env_or_empty("COHORT_COORDINATOR_TOKEN")) {}
 
-HttpReply CoordinatorClient::Impl::call(std::string_view method, const std::string& target, std::string_view body,
-                                        std::string_view content_type, std::chrono::milliseconds wait, bool keyed) {
-    using clock = std::chrono::steady_clock;
-    const auto start = clock::now();
-    const auto deadline = start + options.retry_deadline;
-    auto backoff = std::max(options.initial_backoff, std::chrono::milliseconds(1));
-    thread_local std::minstd_rand jitter(std::random_device{}());
-    std::string last_error;
-    int attempts = 0;
-    // One key for the call, sent on every attempt: the coordinator answers
-    // a retry of a change it already made with its first answer instead of
-    // making it again. Reads need none.
-    const std::string key = method == "GET" || !keyed ? std::string() : new_idempotency_key();
-    for (;;) {
-        ++attempts;
-        std::optional<HttpReply> reply;
-        try {
-            reply = pool.perform(method, target, body, content_type, options.request_timeout + wait, key);
-        } catch (const TransportError& e) {
-            last_error = e.what();
-        }
-        if (reply && reply->status < 300) return std::move(*reply);
-        if (reply && reply->status < 500) throw error_from_reply(url, method, target, *reply);
-        // A connection failure or a 5xx: try again after a while, if there is time.
-        const auto now = clock::now();
-        std::uniform_int_distribution<int64_t> spread(backoff.count() / 2, backoff.count());
-        auto pause = std::chrono::milliseconds(spread(jitter));
-        if (now + pause >= deadline) pause = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-        if (pause.count() <= 0) {
-            if (reply) throw error_from_reply(url, method, target, *reply);
-            throw Error(Errc::unavailable,
-                        fmt::format("coordinator {}: {} {}: no answer after {} attempt{} in {}: {}; is the "
-                                    "coordinator running there?",
-                                    url, method, target, attempts, attempts == 1 ? "" : "s",
-                                    duration_text(std::chrono::duration_cast<std::chrono::milliseconds>(now - start)),
-                                    last_error));
-        }
-        std::this_thread::sleep_for(pause);
-        backoff = std::min(backoff * 2, std::max(options.max_backoff, options.initial_backoff));
-    }
-}
-
-json::value CoordinatorClient::Impl::call_json(std::string_view method, const std::string& target,
-                                               const json::value* body, bool keyed) {
-    const std::string text = body != nullptr ? json::serialize(*body) : std::string();
-    const HttpReply reply = call(method, target, text, body != nullptr ? "application/json" : "", {}, keyed);
-    boost::system::error_code ec;
-    json::value v = json::parse(reply.body, ec);
-    if (ec) {
-        throw Error(Errc::peer_failed, fmt::format("coordinator {}: {} {}: the answer is not JSON ({})", url, method,
-                                                   target, ec.message()));
-    }
-    return v;
-}
-
 CoordinatorClient::CoordinatorClient(std::string url, CoordinatorClientOptions options)
-    : impl_(std::make_unique<Impl>(check_url(std::move(url)), std::move(options))) {
+    : impl_(std::make_unique<Impl>(coord::client::parse_url_set(url), std::move(options))) {
     if (impl_->options.request_timeout.count() <= 0) {
         throw Error(Errc::invalid_argument, "CoordinatorClientOptions::request_timeout must be positive");
     }
@@ -178,6 +54,17 @@ CoordinatorClient::~CoordinatorClient() = default;
 
 const std::string& CoordinatorClient::url() const {
     return impl_->url;
+}
+
+std::string CoordinatorClient::leader_url() const {
+    return impl_->finder.leader();
+}
+
+std::string normalize_coordinator_url(std::string_view text) {
+    const std::string with_scheme = coord::client::with_http_scheme(text);
+    auto set = coord::client::parse_url_set(with_scheme);  // throws for what is malformed
+    // etcd:// keeps its query (the TLS files a worker needs too).
+    return set.etcd ? with_scheme : set.address;
 }
 
 namespace {

@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <functional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -50,10 +52,14 @@ std::string CoordinatorClient::store_get(std::string_view job, uint64_t generati
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         const auto wait = std::clamp(left, std::chrono::milliseconds(timeout.count() > 0 ? 1 : 0), kMaxParked);
+        // Parked on a replica that goes away, it is asked of the next for what
+        // is left of the wait.
+        const std::string path = key_path(job, generation, key);
+        const auto rewait = [&](std::chrono::milliseconds rest, std::string& target, std::string&) {
+            target = fmt::format("{}?timeout_ms={}", path, rest.count());
+        };
         try {
-            return impl_
-                ->call("GET", fmt::format("{}?timeout_ms={}", key_path(job, generation, key), wait.count()), {}, "",
-                       wait)
+            return impl_->call("GET", fmt::format("{}?timeout_ms={}", path, wait.count()), {}, "", wait, true, rewait)
                 .body;
         } catch (const Error& e) {
             // Past the server's longest park, but not past ours: ask again.
@@ -98,11 +104,17 @@ void CoordinatorClient::store_wait(std::string_view job, uint64_t generation, st
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         const auto wait = std::clamp(left, std::chrono::milliseconds(timeout.count() > 0 ? 1 : 0), kMaxParked);
-        const std::string text = json::serialize(coord::protocol::write(coord::protocol::StoreWaitRequest{
-            std::vector<std::string>(keys.begin(), keys.end()), static_cast<uint64_t>(wait.count())}));
+        const auto body_for = [&](std::chrono::milliseconds rest) {
+            return json::serialize(coord::protocol::write(coord::protocol::StoreWaitRequest{
+                std::vector<std::string>(keys.begin(), keys.end()), static_cast<uint64_t>(rest.count())}));
+        };
+        const auto rewait = [&](std::chrono::milliseconds rest, std::string&, std::string& body) {
+            body = body_for(rest);
+        };
         try {
             // Not keyed: a wait changes nothing, and a parked one keeps no answer.
-            impl_->call("POST", store_path(job, generation) + "/wait", text, "application/json", wait, false);
+            impl_->call("POST", store_path(job, generation) + "/wait", body_for(wait), "application/json", wait, false,
+                        rewait);
             return;
         } catch (const Error& e) {
             if (e.code() != Errc::timeout || wait < kMaxParked || left <= kMaxParked) throw;
@@ -146,7 +158,7 @@ public:
         : client_(std::move(client)),
           job_(std::move(job)),
           generation_(generation),
-          address_(fmt::format("coordinator://{}/{}/{}", client_->url().substr(7), job_, generation_)) {}
+          address_(store_address(client_->url(), job_, generation_)) {}
 
     void set(std::string_view key, std::string_view value) override {
         detail::check_key(address_, key);
@@ -202,8 +214,16 @@ public:
         return client_->store_remove(job_, generation_, key);
     }
 
-    // host(): Store's default reads HOST from coordinator://HOST:PORT/JOB/GEN.
     std::string address() const override { return address_; }
+
+    // The leader's host: the address a rank listens on is the one on the
+    // route to it (CommOptions). Before the first call found it (etcd), the
+    // first replica listed, else none.
+    std::string host() const override {
+        std::string leader = client_->leader_url();
+        if (leader.empty() && !client_->url().starts_with("etcd://")) leader = client_->url();
+        return host_of(leader.substr(0, leader.find(',')));
+    }
 
 private:
     Error not_set(std::string_view key, std::chrono::milliseconds timeout) const {
@@ -245,27 +265,15 @@ std::shared_ptr<Store> coordinator_store(std::shared_ptr<CoordinatorClient> clie
     return std::make_shared<CoordinatorStore>(std::move(client), std::move(job), generation);
 }
 
-std::shared_ptr<Store> detail::open_coordinator_url(std::string_view url, std::string_view rest,
-                                                    const StoreOptions& options) {
-    auto bad = [&](std::string_view what) {
-        return Error(Errc::invalid_argument,
-                     fmt::format("store URL '{}': {} (expected coordinator://HOST:PORT/JOB/GENERATION)", url, what));
-    };
-    const auto slash = rest.find('/');
-    if (slash == std::string_view::npos || slash == 0) throw bad("no job");
-    const std::string_view authority = rest.substr(0, slash);
-    const std::string_view path = rest.substr(slash + 1);
-    const auto colon = authority.rfind(':');
-    if (colon == std::string_view::npos || colon + 1 == authority.size()) throw bad("no port");
-    unsigned port = 0;
-    const std::string_view digits = authority.substr(colon + 1);
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-    if (ec != std::errc() || end != digits.data() + digits.size() || port == 0 || port > 65535) {
-        throw bad(fmt::format("port '{}' is not a number from 1 to 65535", digits));
-    }
+namespace {
+
+// "JOB/GENERATION" at the end of a store URL's path.
+std::pair<std::string, uint64_t> job_and_generation(std::string_view url, std::string_view path,
+                                                    const std::function<Error(std::string_view)>& bad) {
     const auto gen_slash = path.rfind('/');
     if (gen_slash == std::string_view::npos || gen_slash == 0) throw bad("no generation");
-    const std::string job = percent_decode(url, path.substr(0, gen_slash));
+    std::string job = percent_decode(url, path.substr(0, gen_slash));
+    if (job.empty()) throw bad("no job");
     if (job.find('/') != std::string::npos) throw bad(fmt::format("job '{}' holds a '/'", job));
     const std::string_view gen_text = path.substr(gen_slash + 1);
     uint64_t generation = 0;
@@ -273,11 +281,78 @@ std::shared_ptr<Store> detail::open_coordinator_url(std::string_view url, std::s
     if (gen_text.empty() || gec != std::errc() || gend != gen_text.data() + gen_text.size()) {
         throw bad(fmt::format("generation '{}' is not a whole number", gen_text));
     }
+    return {std::move(job), generation};
+}
+
+std::shared_ptr<Store> open_on(std::string coordinator, std::string job, uint64_t generation,
+                               const StoreOptions& options) {
     CoordinatorClientOptions client_options;
     client_options.request_timeout = options.timeout;
     client_options.retry_deadline = options.timeout;
-    auto client = std::make_shared<CoordinatorClient>(fmt::format("http://{}", authority), std::move(client_options));
-    return coordinator_store(std::move(client), job, generation);
+    auto client = std::make_shared<CoordinatorClient>(std::move(coordinator), std::move(client_options));
+    return coordinator_store(std::move(client), std::move(job), generation);
+}
+
+}  // namespace
+
+std::shared_ptr<Store> detail::open_coordinator_url(std::string_view url, std::string_view rest,
+                                                    const StoreOptions& options) {
+    const std::function<Error(std::string_view)> bad = [&](std::string_view what) {
+        return Error(Errc::invalid_argument,
+                     fmt::format("store URL '{}': {} (expected coordinator://HOST:PORT[,HOST:PORT...]/JOB/GENERATION)",
+                                 url, what));
+    };
+    const auto slash = rest.find('/');
+    if (slash == std::string_view::npos || slash == 0) throw bad("no job");
+    // Several replicas: HOST:PORT,HOST:PORT.
+    std::string coordinator;
+    std::string_view authorities = rest.substr(0, slash);
+    for (std::size_t n = 1;; ++n) {
+        const auto comma = authorities.find(',');
+        const std::string_view authority = authorities.substr(0, comma);
+        if (authority.empty()) throw bad(fmt::format("replica {} is empty (a stray ','?)", n));
+        const auto colon = authority.rfind(':');
+        if (colon == std::string_view::npos || colon + 1 == authority.size()) {
+            throw bad(fmt::format("no port in '{}'", authority));
+        }
+        unsigned port = 0;
+        const std::string_view digits = authority.substr(colon + 1);
+        const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+        if (ec != std::errc() || end != digits.data() + digits.size() || port == 0 || port > 65535) {
+            throw bad(fmt::format("port '{}' is not a number from 1 to 65535", digits));
+        }
+        if (!coordinator.empty()) coordinator += ',';
+        coordinator += "http://" + std::string(authority);
+        if (comma == std::string_view::npos) break;
+        authorities = authorities.substr(comma + 1);
+    }
+    auto [job, generation] = job_and_generation(url, rest.substr(slash + 1), bad);
+    return open_on(std::move(coordinator), std::move(job), generation, options);
+}
+
+std::shared_ptr<Store> detail::open_coordinator_etcd_url(std::string_view url, std::string_view rest,
+                                                         const StoreOptions& options) {
+    const std::function<Error(std::string_view)> bad = [&](std::string_view what) {
+        return Error(Errc::invalid_argument,
+                     fmt::format("store URL '{}': {} (expected coordinator+etcd://HOST:PORT[,HOST:PORT...]"
+                                 "[/PREFIX]/JOB/GENERATION[?OPTIONS])",
+                                 url, what));
+    };
+    std::string_view query;
+    if (const auto q = rest.find('?'); q != std::string_view::npos) {
+        query = rest.substr(q);
+        rest = rest.substr(0, q);
+    }
+    const auto slash = rest.find('/');
+    if (slash == std::string_view::npos || slash == 0) throw bad("no job");
+    // The last two segments are the job and generation; before them, etcd's
+    // endpoints and the replicas' prefix.
+    const auto gen_slash = rest.rfind('/');
+    const auto job_slash = gen_slash == 0 ? std::string_view::npos : rest.rfind('/', gen_slash - 1);
+    if (job_slash == std::string_view::npos || job_slash < slash) throw bad("no job and generation after etcd's endpoints");
+    auto [job, generation] = job_and_generation(url, rest.substr(job_slash + 1), bad);
+    std::string etcd_url = "etcd://" + std::string(rest.substr(0, job_slash)) + std::string(query);
+    return open_on(std::move(etcd_url), std::move(job), generation, options);
 }
 
 namespace {
@@ -286,6 +361,7 @@ namespace {
 // collectives, which open stores, sit below the coordinator and cannot name it.
 [[maybe_unused]] const bool kCoordinatorSchemeRegistered = [] {
     register_store_scheme("coordinator", detail::open_coordinator_url);
+    register_store_scheme("coordinator+etcd", detail::open_coordinator_etcd_url);
     return true;
 }();
 

@@ -7,6 +7,8 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cctype>
+#include <string_view>
 #include <cstdint>
 #include <mutex>
 #include <random>
@@ -14,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 namespace cohort::coord::client {
 
@@ -39,6 +42,24 @@ curl_socket_t open_cloexec_socket(void*, curlsocktype, curl_sockaddr* address) {
 
 size_t append_body(char* data, size_t size, size_t count, void* user) {
     static_cast<std::string*>(user)->append(data, size * count);
+    return size * count;
+}
+
+// Keeps the X-Cohort-Leader header of the answer; libcurl hands over one
+// header line at a time, "Name: value\r\n".
+size_t read_header(char* data, size_t size, size_t count, void* user) {
+    constexpr std::string_view kName = "x-cohort-leader:";
+    const std::string_view line(data, size * count);
+    if (line.size() > kName.size() &&
+        std::equal(kName.begin(), kName.end(), line.begin(),
+                   [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); })) {
+        std::string_view value = line.substr(kName.size());
+        while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+        while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
+            value.remove_suffix(1);
+        }
+        *static_cast<std::string*>(user) = std::string(value.substr(0, 512));
+    }
     return size * count;
 }
 
@@ -73,14 +94,26 @@ std::string percent_encode(std::string_view text) {
 }
 
 std::string new_idempotency_key() {
-    // Seeded once per thread from the OS: keys from different processes and
-    // threads do not collide, which a shared seed could not promise.
-    thread_local std::mt19937_64 bits([] {
+    // Seeded per thread from the OS: keys from different processes and
+    // threads do not collide, which a shared seed could not promise. A
+    // process forked after the thread drew keys (Python's multiprocessing,
+    // a test) would go on with its parent's sequence and send the parent's
+    // keys: each answered 422, or worse with the parent's first answer. So
+    // a new process id means a new seed.
+    struct Bits {
+        pid_t pid = -1;
+        std::mt19937_64 engine;
+    };
+    thread_local Bits bits;
+    if (bits.pid != ::getpid()) {
         std::random_device device;
         std::seed_seq seed{device(), device(), device(), device(), device(), device(), device(), device()};
-        return std::mt19937_64(seed);
-    }());
-    return fmt::format("{:016x}{:016x}", bits(), bits());
+        bits.engine.seed(seed);
+        bits.pid = ::getpid();
+    }
+    const uint64_t high = bits.engine();
+    const uint64_t low = bits.engine();
+    return fmt::format("{:016x}{:016x}", high, low);
 }
 
 HttpPool::HttpPool(std::string base_url, std::string token) : base_url_(std::move(base_url)) {
@@ -144,6 +177,8 @@ HttpReply HttpPool::perform(std::string_view method, const std::string& target, 
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, append_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &reply.body);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, read_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &reply.leader);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.list);
     const std::string verb(method);
     if (verb == "GET") {

@@ -15,6 +15,9 @@ namespace cohort::coord::client {
 struct HttpReply {
     long status = 0;
     std::string body;
+    // The X-Cohort-Leader header: where a replica that is not the leader
+    // says the leader is (docs/coordinator.md); empty when absent.
+    std::string leader;
 };
 
 // The exchange failed below HTTP (refused, reset, timed out, ...): worth
