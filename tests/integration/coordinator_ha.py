@@ -490,6 +490,23 @@ def case_etcd_down(exe, workdir):
     job.finish()
 
 
+def wait_stopped(pid, within=5.0):
+    """Until /proc says every thread of `pid` is stopped (state T)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass
+        if states and all(s in ("T", "t") for s in states):
+            return
+        time.sleep(0.005)
+    raise CaseFailed(f"process {pid} did not stop within {within} s")
+
+
 def case_leader_paused(exe, workdir):
     etcd, replicas, leader, client = setup(exe, workdir)
     job = Job(client)
@@ -498,6 +515,7 @@ def case_leader_paused(exe, workdir):
     # read only when the leader wakes.
     conn = http.client.HTTPConnection("127.0.0.1", leader.port, timeout=30)
     leader.proc.send_signal(signal.SIGSTOP)
+    wait_stopped(leader.proc.pid)  # else the request may be served before the stop lands
     stopped = time.monotonic()
     try:
         conn.request("PUT", f"{job.store}/from-the-old-leader", body=b"stale",
