@@ -78,31 +78,51 @@ void Launcher::join_slots() {
 // them all again): a place failed while it waited (no heartbeat within the
 // failure timeout: this launcher stopped, or a coordinator restart that
 // outlasted the client's back-off) is never admitted to any round, and
-// waiting on would only run out the deadline (chaos soak, finding 6).
+// waiting on would only run out the deadline (chaos soak, finding 6). So
+// when a round took some places and closed without the others (a round
+// with no live member of the old world left closes at once, between two
+// of this launcher's joins): this launcher starts all its workers or none,
+// so that world could never train, and the places left waiting would wait
+// until it broke.
 Launcher::Round Launcher::await_round(uint64_t after, double deadline) {
     double next_beat = 0;
+    const auto rejoin = [&](const std::string& worker, const std::string& reason, const std::string& text) {
+        json::object f;
+        f["worker"] = worker;
+        f["reason"] = reason;
+        log_.emit("rejoining", std::move(f), text + "; joining every worker of this launcher again");
+        return Round::moved_on;
+    };
     while (log_.now() < deadline) {
         if (const int sig = signals::take()) throw signals::Stop{sig};
         if (log_.now() >= next_beat) {
+            const Slot* left_out = nullptr;  // waiting while the job is at `left_out_in`
+            uint64_t left_out_in = 0;
             for (Slot& s : slots_) {
                 cohort::HeartbeatReply r;
                 std::string refusal;
                 const Beat b = beat(s, 0, &r, &refusal);
                 if (b == Beat::gone) {
-                    json::object f;
-                    f["worker"] = s.worker;
-                    f["reason"] = refusal;
-                    log_.emit("rejoining", std::move(f),
-                              fmt::format("worker {} is no longer in the job's waiting room ({}); joining every "
-                                          "worker of this launcher again",
-                                          s.worker, refusal));
-                    return Round::moved_on;
+                    return rejoin(s.worker, refusal,
+                                  fmt::format("worker {} is no longer in the job's waiting room ({})", s.worker,
+                                              refusal));
                 }
-                if (b == Beat::answered && r.rank && r.generation > after) {
+                if (b != Beat::answered) continue;
+                if (r.rank && r.generation > after) {
                     s.rank = r.rank;
                     s.world_size = r.world_size;
                     s.generation = r.generation;
+                } else if (!r.rank && !s.rank) {
+                    left_out = &s;
+                    left_out_in = r.generation;
                 }
+            }
+            for (const Slot& s : slots_) {
+                if (left_out == nullptr || !s.rank || s.generation != left_out_in) continue;
+                const std::string reason =
+                    fmt::format("round {} admitted worker {} but closed without worker {}", s.generation, s.worker,
+                                left_out->worker);
+                return rejoin(left_out->worker, reason, reason);
             }
             next_beat = log_.now() + std::min(0.25, o_.heartbeat_interval / 2);
         }
