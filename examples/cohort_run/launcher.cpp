@@ -475,9 +475,8 @@ void Launcher::heartbeat_for_workers() {
     for (Slot& s : slots_) {
         if (!s.beat_for || !s.running) continue;
         // Refused: a new round, or the worker moved on: it is on its own (--restart all: check_world sees it).
-        if (beat(s, s.generation, nullptr) != Beat::answered && o_.restart == RestartMode::survivors) {
-            s.beat_for = false;
-        }
+        // Unanswered (the coordinator restarting): the next beat goes out in half an interval.
+        if (beat(s, s.generation, nullptr) == Beat::gone && o_.restart == RestartMode::survivors) s.beat_for = false;
     }
 }
 
