@@ -78,12 +78,13 @@ void Launcher::join_slots() {
 // them all again): a place failed while it waited (no heartbeat within the
 // failure timeout: this launcher stopped, or a coordinator restart that
 // outlasted the client's back-off) is never admitted to any round, and
-// waiting on would only run out the deadline (chaos soak, finding 6). So
-// when a round took some places and closed without the others (a round
-// with no live member of the old world left closes at once, between two
-// of this launcher's joins): this launcher starts all its workers or none,
-// so that world could never train, and the places left waiting would wait
-// until it broke.
+// waiting on would only run out the deadline (chaos soak, finding 6). So,
+// under --restart all, when a round took some places and closed without
+// the others (a round with no live member of the old world left closes at
+// once, between two of this launcher's joins): this launcher starts all
+// its workers or none, so that world could never train, and the places
+// left waiting would wait until it broke. (With survivors the workers
+// start anyway once the wait is over, and follow the rounds themselves.)
 Launcher::Round Launcher::await_round(uint64_t after, double deadline) {
     double next_beat = 0;
     const auto rejoin = [&](const std::string& worker, const std::string& reason, const std::string& text) {
@@ -112,7 +113,7 @@ Launcher::Round Launcher::await_round(uint64_t after, double deadline) {
                     s.rank = r.rank;
                     s.world_size = r.world_size;
                     s.generation = r.generation;
-                } else if (!r.rank && !s.rank) {
+                } else if (!r.rank && !s.rank && o_.restart == RestartMode::all) {
                     left_out = &s;
                     left_out_in = r.generation;
                 }
