@@ -158,6 +158,11 @@ void Launcher::connect() {
         }
     }
     client_ = std::make_unique<cohort::CoordinatorClient>(url_);
+    cohort::CoordinatorClientOptions once;
+    once.retry_deadline = std::chrono::milliseconds(0);
+    once.request_timeout = std::chrono::milliseconds(
+        static_cast<int64_t>(1000 * std::clamp(o_.failure_timeout / 2, 0.25, 2.0)));
+    beats_ = std::make_unique<cohort::CoordinatorClient>(url_, once);
     json::object f;
     f["url"] = url_;
     f["standalone"] = o_.standalone;
@@ -475,7 +480,8 @@ void Launcher::heartbeat_for_workers() {
     for (Slot& s : slots_) {
         if (!s.beat_for || !s.running) continue;
         // Refused: a new round, or the worker moved on: it is on its own (--restart all: check_world sees it).
-        if (!beat(s, s.generation, nullptr) && o_.restart == RestartMode::survivors) s.beat_for = false;
+        // Unanswered (the coordinator restarting): the next beat goes out in half an interval.
+        if (beat(s, s.generation, nullptr) == Beat::gone && o_.restart == RestartMode::survivors) s.beat_for = false;
     }
 }
 

@@ -65,8 +65,13 @@ private:
     enum class Round { formed, not_formed, moved_on };
     double world_wait() const;
     bool master_from_store() const;
-    // One heartbeat for a place the launcher speaks for; false when refused.
-    bool beat(Slot& slot, uint64_t generation, cohort::HeartbeatReply* reply);
+    // One heartbeat for a place the launcher speaks for: answered; refused
+    // because the coordinator no longer counts the id as live (failed,
+    // left, stale, timed out or unknown: it must join again; `refusal`
+    // gets the coordinator's words); or refused otherwise or unanswered
+    // (the coordinator away for a moment: the next beat may do).
+    enum class Beat { answered, gone, unanswered };
+    Beat beat(Slot& slot, uint64_t generation, cohort::HeartbeatReply* reply, std::string* refusal = nullptr);
     void join_slots();
     Round await_round(uint64_t after, double deadline);
     std::optional<MasterAddress> agree_master(double deadline);
@@ -126,6 +131,10 @@ private:
     double next_status_ = 0;
     std::unique_ptr<cohort::Coordinator> server_;
     std::unique_ptr<cohort::CoordinatorClient> client_;
+    // Heartbeats only: one attempt each, so that a beat refused during a
+    // coordinator's restart is sent again at the next beat, not after the
+    // retry back-off (up to 2 s, the soak's whole failure timeout).
+    std::unique_ptr<cohort::CoordinatorClient> beats_;
     std::unique_ptr<cohort::AutoScaler> scaler_;
     std::unique_ptr<cohort::Scheduler> scheduler_;
     cohort::LocalScheduler* local_ = nullptr;  // scheduler_, when it is one of these

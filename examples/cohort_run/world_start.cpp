@@ -42,14 +42,20 @@ bool Launcher::master_from_store() const {
     return o_.restart == RestartMode::all || o_.nnodes_max > 1 || o_.scheduler == SchedulerKind::kubernetes;
 }
 
-bool Launcher::beat(Slot& slot, uint64_t generation, cohort::HeartbeatReply* reply) {
+Launcher::Beat Launcher::beat(Slot& slot, uint64_t generation, cohort::HeartbeatReply* reply, std::string* refusal) {
     try {
-        cohort::HeartbeatReply r = client_->heartbeat(o_.job, slot.worker, generation);
+        cohort::HeartbeatReply r = beats_->heartbeat(o_.job, slot.worker, generation);
         ++slot.beats_sent;
         if (reply != nullptr) *reply = std::move(r);
-        return true;
-    } catch (const Error&) {
-        return false;  // a round closing under it, or the member moved on: the caller reads which
+        return Beat::answered;
+    } catch (const Error& e) {
+        // The coordinator's answers for an id it no longer counts: failed,
+        // left or stale (mismatch; also a generation not the member's own,
+        // which with generation 0 cannot be), timed out, or never joined
+        // (not_found). Anything else (no answer, a 5xx): ask again later.
+        const bool gone = e.code() == Errc::mismatch || e.code() == Errc::not_found || e.code() == Errc::timeout;
+        if (gone && refusal != nullptr) *refusal = e.what();
+        return gone ? Beat::gone : Beat::unanswered;
     }
 }
 
@@ -69,18 +75,56 @@ void Launcher::join_slots() {
 
 // Heartbeats for the joined places (generation 0 asks for the rank) until
 // each is active in one generation after `after`, or `deadline` passes.
+// moved_on when the coordinator stopped counting a place (the caller joins
+// them all again): a place failed while it waited (no heartbeat within the
+// failure timeout: this launcher stopped, or a coordinator restart that
+// outlasted the client's back-off) is never admitted to any round, and
+// waiting on would only run out the deadline (chaos soak, finding 6). So,
+// under --restart all, when a round took some places and closed without
+// the others (a round with no live member of the old world left closes at
+// once, between two of this launcher's joins): this launcher starts all
+// its workers or none, so that world could never train, and the places
+// left waiting would wait until it broke. (With survivors the workers
+// start anyway once the wait is over, and follow the rounds themselves.)
 Launcher::Round Launcher::await_round(uint64_t after, double deadline) {
     double next_beat = 0;
+    const auto rejoin = [&](const std::string& worker, const std::string& reason, const std::string& text) {
+        json::object f;
+        f["worker"] = worker;
+        f["reason"] = reason;
+        log_.emit("rejoining", std::move(f), text + "; joining every worker of this launcher again");
+        return Round::moved_on;
+    };
     while (log_.now() < deadline) {
         if (const int sig = signals::take()) throw signals::Stop{sig};
         if (log_.now() >= next_beat) {
+            const Slot* left_out = nullptr;  // waiting while the job is at `left_out_in`
+            uint64_t left_out_in = 0;
             for (Slot& s : slots_) {
                 cohort::HeartbeatReply r;
-                if (beat(s, 0, &r) && r.rank && r.generation > after) {
+                std::string refusal;
+                const Beat b = beat(s, 0, &r, &refusal);
+                if (b == Beat::gone) {
+                    return rejoin(s.worker, refusal,
+                                  fmt::format("worker {} is no longer in the job's waiting room ({})", s.worker,
+                                              refusal));
+                }
+                if (b != Beat::answered) continue;
+                if (r.rank && r.generation > after) {
                     s.rank = r.rank;
                     s.world_size = r.world_size;
                     s.generation = r.generation;
+                } else if (!r.rank && !s.rank && o_.restart == RestartMode::all) {
+                    left_out = &s;
+                    left_out_in = r.generation;
                 }
+            }
+            for (const Slot& s : slots_) {
+                if (left_out == nullptr || !s.rank || s.generation != left_out_in) continue;
+                const std::string reason =
+                    fmt::format("round {} admitted worker {} but closed without worker {}", s.generation, s.worker,
+                                left_out->worker);
+                return rejoin(left_out->worker, reason, reason);
             }
             next_beat = log_.now() + std::min(0.25, o_.heartbeat_interval / 2);
         }
@@ -153,7 +197,9 @@ std::optional<MasterAddress> Launcher::agree_master(double deadline) {
                 // this generation may be dead and will never publish (a
                 // host lost with its launcher), so join the round instead.
                 cohort::HeartbeatReply r;
-                if (!beat(s, generation, &r) || r.rendezvous || r.generation != generation) return std::nullopt;
+                const Beat b = beat(s, generation, &r);
+                if (b == Beat::unanswered) continue;  // the coordinator away for a moment: ask again
+                if (b == Beat::gone || r.rendezvous || r.generation != generation) return std::nullopt;
             }
             next_beat = log_.now() + std::min(0.25, o_.heartbeat_interval / 2);
         }

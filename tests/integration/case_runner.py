@@ -14,13 +14,15 @@ import threading
 import time
 
 
-def run_case(name, body, *, prefix, deadline_s, kill_all, clean_up=None, expected=(AssertionError,)):
+def run_case(name, body, *, prefix, deadline_s, kill_all, clean_up=None, expected=(AssertionError,), keep=None):
     """Runs body(workdir) and prints '<name>: passed in S s' or
     '<name>: FAILED: why'; returns True when it passed. kill_all() kills the
     case's processes (the watchdog calls it from its own thread);
     clean_up() reaps them afterwards (default kill_all). An exception of a
     type in `expected` is a failure the case described; any other is a
-    crash of the test, reported by its repr."""
+    crash of the test, reported by its repr. With `keep` (a directory that
+    does not exist yet), a failed case's working directory is copied there
+    first (its logs, events and data), for a post-mortem."""
     workdir = tempfile.mkdtemp(prefix=prefix)
     timed_out = threading.Event()
 
@@ -31,9 +33,11 @@ def run_case(name, body, *, prefix, deadline_s, kill_all, clean_up=None, expecte
     timer = threading.Timer(deadline_s, watchdog)
     timer.start()
     started = time.monotonic()
+    passed = False
     try:
         body(workdir)
         print(f"{name}: passed in {time.monotonic() - started:.1f} s", flush=True)
+        passed = True
         return True
     except expected as e:
         why = f"watchdog fired after {deadline_s} s; " if timed_out.is_set() else ""
@@ -46,6 +50,12 @@ def run_case(name, body, *, prefix, deadline_s, kill_all, clean_up=None, expecte
     finally:
         timer.cancel()
         (clean_up or kill_all)()
+        if keep and not passed:
+            try:
+                shutil.copytree(workdir, keep, symlinks=True)
+                print(f"{name}: its working directory is kept in {keep}", file=sys.stderr, flush=True)
+            except OSError as e:
+                print(f"{name}: cannot keep its working directory in {keep}: {e}", file=sys.stderr, flush=True)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

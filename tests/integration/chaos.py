@@ -31,7 +31,7 @@ nears its end, it stops injecting and lets the job finish. Then:
   - no worker process and no new /dev/shm entry is left.
 
     chaos.py BUILD_DIR (--faults N | --minutes M) [--seed S] [--kinds K,...]
-             [--nodes K] [--restart survivors|all]
+             [--nodes K] [--restart survivors|all] [--keep DIR]
     chaos.py --run PATH --train PATH --coordinator PATH (--faults N | ...)
 
 Prints one line per fault and a table of recovery times per kind; exits 0
@@ -337,6 +337,9 @@ def main():
     parser.add_argument("--kinds", default=",".join(KINDS),
                         help=f"the faults to inject, comma-separated (default {','.join(KINDS)})")
     parser.add_argument("--nodes", type=int, default=3, help="launchers (default 3)")
+    parser.add_argument("--keep", metavar="DIR", help="on failure, copy the soak's working directory (every "
+                                                       "launcher's output and events, the coordinator's log and "
+                                                       "journal) to DIR, which must not exist yet")
     args = parser.parse_args()
     if (args.faults > 0) == (args.minutes > 0):
         parser.error("give exactly one of --faults N (N > 0) and --minutes M (M > 0)")
@@ -347,6 +350,8 @@ def main():
                      f"{', '.join(KINDS)})")
     if args.nodes < 2:
         parser.error(f"--nodes: at least 2, not {args.nodes}")
+    if args.keep and os.path.exists(args.keep):
+        parser.error(f"--keep: {args.keep!r} exists already (give a new directory)")
     for exe in ("run", "train", "coordinator"):
         path = getattr(args, exe) or (args.build_dir and os.path.join(args.build_dir, "examples", f"cohort-{exe}"))
         if not path or not os.access(path, os.X_OK):
@@ -361,7 +366,7 @@ def main():
     deadline = budget * 2 + 150
     passed = case_runner.run_case(f"chaos (seed {args.seed})", lambda workdir: Soak(args, workdir).run(),
                                   prefix="cohort-chaos-", deadline_s=deadline, kill_all=kill_all,
-                                  clean_up=clean_up, expected=(CaseFailed,))
+                                  clean_up=clean_up, expected=(CaseFailed,), keep=args.keep)
     if not passed:
         print(f"chaos: replay with --seed {args.seed}", file=sys.stderr, flush=True)
     return 0 if passed else 1

@@ -51,6 +51,13 @@ events file (JSON lines), never by timing beyond generous bounds. Cases:
                     cohort-train workers (which get the list in
                     COHORT_COORDINATOR) pass the dead one over; exit 0,
                     rank 0's weights the reference's
+  failed_waiting    --restart all, two cohort-run --coordinator (nodes a and
+                    b): a's workers wait for b's; a is stopped (SIGSTOP) past
+                    the failure timeout, so the coordinator fails the ids it
+                    waits with, then continued and b started: a joins
+                    again (a `rejoining` event) instead of waiting out the
+                    60 s for a round that cannot admit failed ids; one world
+                    of the 4, both launchers exit 0 (chaos soak, finding 6)
 
     launcher.py --run PATH --train PATH [CASE...]
     launcher.py BUILD_DIR [CASE...]
@@ -616,9 +623,66 @@ def case_replica_list(tools, workdir):
         server.stdout.close()
 
 
+def case_failed_waiting(tools, workdir):
+    """The ids a launcher waits for its round with are failed under it (it
+    was stopped past the failure timeout; after a coordinator restart, a
+    heartbeat held back by the client's retry back-off does the same): it
+    must join them again, not wait out world_wait() for a round that can
+    never admit them."""
+    exe = os.path.join(os.path.dirname(tools.run), "cohort-coordinator")
+    check(os.access(exe, os.X_OK), f"failed_waiting: no cohort-coordinator next to cohort-run ({exe})")
+    with open(os.path.join(workdir, "coordinator.err"), "wb") as err:
+        server = subprocess.Popen([exe, "--port", "0"], stdout=subprocess.PIPE, stderr=err,
+                                  stdin=subprocess.DEVNULL)
+    try:
+        url = server.stdout.readline().decode().strip()
+        check(url.startswith("http://"), f"failed_waiting: the coordinator did not start (exit {server.poll()})")
+        flags = ["--epochs", "2", "--shards", "16", "--step-ms", "20"]
+        program = [tools.train, *flags]
+        job = [*JOB_FLAGS, "--failure-timeout", "1", "--restart", "all", "--nnodes", "2", "--nproc-per-node", "2",
+               "--min-workers", "4", "--job", "wait"]
+        a = Launcher(tools, workdir, "a", [*job, "--node-id", "a"], program, coordinator=url)
+
+        def member_states():
+            status, body = request(url, "GET", "/v1/jobs/wait", timeout=5)
+            if status != 200 or not isinstance(body, dict):
+                return {}
+            return {m.get("id"): m.get("state") for m in body.get("members", [])}
+
+        deadline = time.monotonic() + 30
+        while member_states().get("a-0") != "waiting" or member_states().get("a-1") != "waiting":
+            check(a.proc.poll() is None, f"failed_waiting: a exited before its workers waited{a.describe()}")
+            check(time.monotonic() < deadline, f"failed_waiting: a-0 and a-1 never waited{a.describe()}")
+            time.sleep(0.05)
+        a.proc.send_signal(signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + 15
+            while member_states().get("a-0") != "failed" or member_states().get("a-1") != "failed":
+                check(time.monotonic() < deadline,
+                      f"failed_waiting: the coordinator did not fail a's silent ids: {member_states()}")
+                time.sleep(0.05)
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+        b = Launcher(tools, workdir, "b", [*job, "--node-id", "b"], program, coordinator=url)
+        # Well under world_wait() (60 s): before the fix, a waited that out.
+        statuses = [n.wait(45) for n in (a, b)]
+        for n, status in zip((a, b), statuses):
+            check_done(n, status, 0)
+        check(a.of("rejoining"), f"failed_waiting: no `rejoining` event from a{a.describe()}")
+        formed = [e for e in a.of("round_formed") if sorted(e.get("workers", [])) == ["a-0", "a-1", "b-0", "b-1"]]
+        check(formed, f"failed_waiting: no round of a-0, a-1, b-0, b-1{a.describe()}")
+        print(f"failed_waiting: a joined again after its ids were failed ({a.of('rejoining')[0].get('worker')}); "
+              f"one world of 4, both exit 0", flush=True)
+    finally:
+        server.kill()
+        server.wait()
+        server.stdout.close()
+
+
 CASES = {"signals": case_signals, "exit_codes": case_exit_codes, "budget_blacklist": case_budget_blacklist,
          "straggler": case_straggler, "hang": case_hang, "skip_collective": case_skip_collective,
-         "restart_all": case_restart_all, "two_nodes": case_two_nodes, "replica_list": case_replica_list}
+         "restart_all": case_restart_all, "two_nodes": case_two_nodes, "replica_list": case_replica_list,
+         "failed_waiting": case_failed_waiting}
 
 
 def clean_up():
