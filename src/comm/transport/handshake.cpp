@@ -73,6 +73,11 @@ bool looks_like_tls(const unsigned char* b) {
     return (b[0] == 21 || b[0] == 22) && b[1] == 3 && b[2] <= 4;
 }
 
+bool looks_like_hello(const unsigned char* b) {
+    const unsigned char* p = b;
+    return get<uint32_t>(p) == kHelloMagic;
+}
+
 std::size_t decode_hello_fixed(const unsigned char* p, Hello& h) {
     if (looks_like_tls(p)) throw Error(Errc::permission_denied, kPlainMeetsTls);
     const auto magic = get<uint32_t>(p);

@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include <sys/socket.h>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -90,6 +91,47 @@ awaitable<void> write_all(Stream& s, const void* data, std::size_t n) {
     auto [ec, put] = co_await asio::async_write(s, asio::buffer(data, n), use_tuple);
     (void)put;
     if (ec) failed(s, ec);
+}
+
+// After a failed TLS handshake: OpenSSL queued its alert, but closing a
+// socket with the peer's bytes unread sends a reset, which can reach the
+// peer first and read as a broken connection, worth another dial. So stop
+// sending, and wait (a second at most) for the peer to read the alert and
+// close.
+awaitable<void> linger(tcp::socket& s) {
+    error_code ec;
+    s.shutdown(tcp::socket::shutdown_send, ec);
+    auto alive = std::make_shared<bool>(true);
+    asio::steady_timer timer(s.get_executor(), std::chrono::seconds(1));
+    timer.async_wait([&s, alive](const error_code& e) {
+        error_code ignored;
+        if (!e && *alive) s.cancel(ignored);
+    });
+    std::array<char, 4096> sink{};
+    for (int reads = 0; reads < 256; ++reads) {
+        auto [e, n] = co_await s.async_read_some(asio::buffer(sink), use_tuple);
+        (void)n;
+        if (e) break;
+    }
+    *alive = false;
+    timer.cancel();
+}
+
+// Whether the first bytes waiting on a new connection are a cohort hello
+// in clear: a plain rank dialling a TLS one. Looks without taking them.
+awaitable<bool> plain_hello_waits(tcp::socket& s, std::chrono::steady_clock::time_point deadline) {
+    auto executor = co_await asio::this_coro::executor;
+    for (int tries = 0; tries < 200 && std::chrono::steady_clock::now() < deadline; ++tries) {
+        auto [ec] = co_await s.async_wait(tcp::socket::wait_read, use_tuple);
+        if (ec) co_return false;
+        std::array<unsigned char, 4> first{};
+        const ssize_t n = ::recv(s.native_handle(), first.data(), first.size(), MSG_PEEK | MSG_DONTWAIT);
+        if (n == 4) co_return looks_like_hello(first.data());
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) co_return false;
+        asio::steady_timer pause(executor, std::chrono::milliseconds(5));  // the rest of 4 bytes is on its way
+        co_await pause.async_wait(use_tuple);
+    }
+    co_return false;
 }
 
 // The TLS handshake of a new connection, when TLS is on: the session, or
@@ -304,11 +346,27 @@ awaitable<void> accept_one(MeshState& st, tcp::socket socket) {
         co_await asio::async_write(s, asio::buffer(bytes), use_tuple);
     };
     try {
+        // A plain rank dialling this TLS rank: its hello is refused in
+        // words it reads, rather than by a handshake it does not speak.
+        if (st.options.tls && co_await plain_hello_waits(socket, st.options.deadline)) {
+            std::array<unsigned char, 4> magic{};
+            co_await read_exact(s, magic.data(), 4);
+            co_await read_hello(s, magic);  // all of it, so that closing sends no reset before the refusal
+            co_await refuse(kTlsMeetsPlain);
+            co_return;
+        }
+        std::string failed_handshake;
         try {
             session = co_await secure(st.options, socket, true);
         } catch (const std::exception& e) {
-            // OpenSSL already sent the peer its alert; nothing more to say to it.
-            st.refused.push_back(fmt::format("from {}: TLS handshake failed: {}", from, e.what()));
+            std::string_view why = e.what();
+            if (why.rfind("TLS: ", 0) == 0) why.remove_prefix(5);
+            failed_handshake = fmt::format("from {}: TLS handshake failed: {}", from, why);
+        }
+        if (!failed_handshake.empty()) {
+            // OpenSSL sent the peer its alert; nothing more to say to it.
+            st.refused.push_back(std::move(failed_handshake));
+            co_await linger(socket);
             co_return;
         }
         s = Link(socket, session.get());
@@ -316,7 +374,13 @@ awaitable<void> accept_one(MeshState& st, tcp::socket socket) {
         co_await read_exact(s, magic.data(), 4);
         if (!session && looks_like_tls(magic.data())) {
             // A TLS client reached this plain rank: the refusal makes its
-            // handshake fail at once (it is not TLS) rather than wait.
+            // handshake fail at once (it is not TLS) rather than wait. Its
+            // first record is read first, so that closing sends no reset
+            // that could overtake the refusal.
+            std::array<unsigned char, 1> low{};
+            co_await read_exact(s, low.data(), 1);
+            std::vector<unsigned char> record(std::size_t{magic[3]} << 8 | low[0]);
+            co_await read_exact(s, record.data(), record.size());
             co_await refuse(kPlainMeetsTls);
             co_return;
         }
@@ -394,8 +458,9 @@ awaitable<void> dial(MeshState& st, int rank, tcp::endpoint ep) {
             if (magic_of(magic) == kRefuseMagic) {
                 st.fatal = fmt::format("rank {} at {} refused the connection: {}", rank, endpoint_text(ep),
                                        co_await read_refusal_text(link));
-                st.fatal_code = st.fatal.find("secret") != std::string::npos ? Errc::permission_denied
-                                                                             : Errc::unavailable;
+                st.fatal_code = st.fatal.find("secret") != std::string::npos || st.fatal.find("TLS") != std::string::npos
+                                    ? Errc::permission_denied
+                                    : Errc::unavailable;
                 co_return;
             }
             Hello peer = co_await read_hello(link, magic);
@@ -539,6 +604,8 @@ std::vector<std::unique_ptr<Peer>> connect_mesh(asio::io_context& io, tcp::accep
         const auto socket_protocol = st.sockets[r]->local_endpoint().protocol();
         tcp::socket moved(io);
         moved.assign(socket_protocol, st.sockets[r]->release());
+        // OpenSSL reads the descriptor itself: it must stay non-blocking.
+        if (st.sessions[r]) moved.non_blocking(true);
         peers[r] = std::make_unique<Peer>(r, std::move(moved), std::move(st.sessions[r]));
         peers[r]->endpoint = st.endpoints[r];
         peers[r]->direct = st.direct[r];

@@ -75,13 +75,23 @@ TlsContext::TlsContext(const TlsFiles& files) {
         // moving buffer lets a retried write continue from where it stood.
         SSL_CTX_set_mode(ctx_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
         SSL_CTX_set_options(ctx_, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+        // Connections are made once per communicator: nothing to resume,
+        // so no session tickets arriving in the middle of the frames.
         SSL_CTX_set_session_cache_mode(ctx_, SSL_SESS_CACHE_OFF);
+        SSL_CTX_set_num_tickets(ctx_, 0);
         if (SSL_CTX_load_verify_locations(ctx_, files.ca.c_str(), nullptr) != 1)
             bad_file(files.ca, "CA file", kCa, "a PEM certificate");
         if (SSL_CTX_use_certificate_chain_file(ctx_, files.cert.c_str()) != 1)
             bad_file(files.cert, "certificate", kCert, "a PEM certificate");
-        if (SSL_CTX_use_PrivateKey_file(ctx_, files.key.c_str(), SSL_FILETYPE_PEM) != 1)
+        if (SSL_CTX_use_PrivateKey_file(ctx_, files.key.c_str(), SSL_FILETYPE_PEM) != 1) {
+            // OpenSSL compares the key with the certificate as it loads it.
+            if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH)
+                throw Error(Errc::invalid_argument,
+                            fmt::format("communicator TLS: the private key '{}' does not belong to the certificate "
+                                        "'{}': {}",
+                                        files.key, files.cert, drain_errors()));
             bad_file(files.key, "private key", kKey, "an unencrypted PEM private key");
+        }
         if (SSL_CTX_check_private_key(ctx_) != 1)
             throw Error(Errc::invalid_argument,
                         fmt::format("communicator TLS: the private key '{}' does not belong to the certificate '{}': {}",
