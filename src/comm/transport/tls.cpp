@@ -4,13 +4,16 @@
 #include <cohort/error.hpp>
 
 #include <fmt/format.h>
+#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace cohort::comm {
@@ -43,6 +46,45 @@ void check_readable(const std::string& path, const char* what, const char* names
 [[noreturn]] void bad_file(const std::string& path, const char* what, const char* names, const char* expected) {
     throw Error(Errc::invalid_argument, fmt::format("communicator TLS: the {} '{}' ({}) is not {}: {}", what, path,
                                                     names, expected, drain_errors()));
+}
+
+// OpenSSL's own socket BIO writes with write(), which raises SIGPIPE when
+// the peer has gone, killing a program that did not ignore it; asio sends
+// with MSG_NOSIGNAL, and so does this BIO. Otherwise it is the plain
+// socket BIO: a would-block is a retry, 0 bytes read the end of stream.
+int fd_of(BIO* bio) { return static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio))); }
+
+int bio_write(BIO* bio, const char* data, int length) {
+    BIO_clear_retry_flags(bio);
+    ssize_t n;
+    do n = ::send(fd_of(bio), data, static_cast<std::size_t>(length), MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_write(bio);
+    return n < 0 ? -1 : static_cast<int>(n);
+}
+
+int bio_read(BIO* bio, char* data, int length) {
+    BIO_clear_retry_flags(bio);
+    ssize_t n;
+    do n = ::recv(fd_of(bio), data, static_cast<std::size_t>(length), 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_read(bio);
+    return n < 0 ? -1 : static_cast<int>(n);
+}
+
+long bio_ctrl(BIO*, int command, long, void*) { return command == BIO_CTRL_FLUSH ? 1 : 0; }
+
+const BIO_METHOD* socket_method() {
+    static BIO_METHOD* const method = [] {
+        BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "cohort socket");
+        if (m) {
+            BIO_meth_set_write(m, bio_write);
+            BIO_meth_set_read(m, bio_read);
+            BIO_meth_set_ctrl(m, bio_ctrl);
+        }
+        return m;
+    }();
+    return method;
 }
 
 }  // namespace
@@ -107,10 +149,15 @@ TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 TlsSession::TlsSession(std::shared_ptr<const TlsContext> context, int fd, bool server)
     : context_(std::move(context)) {
     ssl_ = SSL_new(context_->native());
-    if (!ssl_ || SSL_set_fd(ssl_, fd) != 1) {
+    BIO* bio = socket_method() ? BIO_new(socket_method()) : nullptr;
+    if (!ssl_ || !bio) {
+        BIO_free(bio);
         SSL_free(ssl_);
         throw Error(Errc::internal, "communicator TLS: cannot make a session: " + drain_errors());
     }
+    BIO_set_data(bio, reinterpret_cast<void*>(static_cast<intptr_t>(fd)));
+    BIO_set_init(bio, 1);
+    SSL_set_bio(ssl_, bio, bio);  // one reference, owned by the session
     if (server)
         SSL_set_accept_state(ssl_);
     else
