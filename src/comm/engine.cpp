@@ -271,7 +271,8 @@ bool Engine::wrote(Peer& peer, const error_code& ec) {
     // may fail with a reset before we read why. The header read, if one is
     // outstanding, still gets the abort frame (or the end of the stream),
     // so let any read in flight (header, payload or abort text) speak first.
-    const std::string why = fmt::format("sending to it failed: {} (it died or closed the connection)", peer.link.explain(ec));
+    const std::string why =
+        fmt::format("sending to it failed: {} (it died or closed the connection)", peer.link.explain(ec));
     if (peer.reads > 0) {
         peer.send_error = why;
         return false;
@@ -476,11 +477,11 @@ void Engine::read_piece(Peer& peer, std::size_t frame_end) {
                          --p->reads;
                          if (ec == asio::error::operation_aborted || p->recv == nullptr) return;
                          if (ec) {
-                             peer_gone(
-                                 *p, true,
-                                 !p->send_error.empty()
-                                     ? p->send_error
-                                     : fmt::format("connection failed in the middle of a frame: {}", p->link.explain(ec)));
+                             peer_gone(*p, true,
+                                       !p->send_error.empty()
+                                           ? p->send_error
+                                           : fmt::format("connection failed in the middle of a frame: {}",
+                                                         p->link.explain(ec)));
                              return;
                          }
                          Transfer& cur = *p->recv;

@@ -208,7 +208,8 @@ TEST(CommTls, AcceptorSaysWhyItRefused) {
     ASSERT_FALSE(outcomes[0].ok);
     EXPECT_EQ(outcomes[0].code, Errc::timeout) << describe(outcomes[0]);
     EXPECT_TRUE(contains(outcomes[0].message, "refused: from 127.0.0.1:")) << outcomes[0].message;
-    EXPECT_TRUE(contains(outcomes[0].message, "TLS handshake failed: certificate verify failed")) << outcomes[0].message;
+    EXPECT_TRUE(contains(outcomes[0].message, "TLS handshake failed: certificate verify failed"))
+        << outcomes[0].message;
     EXPECT_TRUE(contains(outcomes[0].message, "not signed by this rank's CA")) << outcomes[0].message;
     ASSERT_FALSE(outcomes[1].ok);
     EXPECT_EQ(outcomes[1].code, Errc::permission_denied) << describe(outcomes[1]);
@@ -250,7 +251,8 @@ TEST(CommTls, PlainAndTlsRanksRefuseEachOther) {
         EXPECT_EQ(outcomes[1].code, Errc::permission_denied) << describe(outcomes[1]);
         EXPECT_TRUE(contains(outcomes[1].message, "rank 0 at 127.0.0.1:")) << outcomes[1].message;
         if (plain_dialler)
-            EXPECT_TRUE(contains(outcomes[1].message, "refused the connection: this rank uses TLS and the peer does not"))
+            EXPECT_TRUE(
+                contains(outcomes[1].message, "refused the connection: this rank uses TLS and the peer does not"))
                 << outcomes[1].message;
         else
             EXPECT_TRUE(contains(outcomes[1].message, "the peer does not speak TLS")) << outcomes[1].message;

@@ -417,7 +417,8 @@ awaitable<void> accept_one(MeshState& st, tcp::socket socket) {
         st.direct_why[peer.rank] = agreed.why;
         st.hellos[peer.rank] = peer;
         st.endpoints[peer.rank] = from;
-        st.sockets[peer.rank] = std::make_unique<tcp::socket>(std::move(socket));  // the session's descriptor moves with it
+        st.sockets[peer.rank] =
+            std::make_unique<tcp::socket>(std::move(socket));  // the session's descriptor moves with it
         st.sessions[peer.rank] = std::move(session);
         --st.missing;
     } catch (const std::exception& e) {
@@ -458,9 +459,9 @@ awaitable<void> dial(MeshState& st, int rank, tcp::endpoint ep) {
             if (magic_of(magic) == kRefuseMagic) {
                 st.fatal = fmt::format("rank {} at {} refused the connection: {}", rank, endpoint_text(ep),
                                        co_await read_refusal_text(link));
-                st.fatal_code = st.fatal.find("secret") != std::string::npos || st.fatal.find("TLS") != std::string::npos
-                                    ? Errc::permission_denied
-                                    : Errc::unavailable;
+                const bool proof = st.fatal.find("secret") != std::string::npos ||
+                                   st.fatal.find("TLS") != std::string::npos;  // a refusal of who we are
+                st.fatal_code = proof ? Errc::permission_denied : Errc::unavailable;
                 co_return;
             }
             Hello peer = co_await read_hello(link, magic);

@@ -135,9 +135,10 @@ TlsContext::TlsContext(const TlsFiles& files) {
             bad_file(files.key, "private key", kKey, "an unencrypted PEM private key");
         }
         if (SSL_CTX_check_private_key(ctx_) != 1)
-            throw Error(Errc::invalid_argument,
-                        fmt::format("communicator TLS: the private key '{}' does not belong to the certificate '{}': {}",
-                                    files.key, files.cert, drain_errors()));
+            throw Error(
+                Errc::invalid_argument,
+                fmt::format("communicator TLS: the private key '{}' does not belong to the certificate '{}': {}",
+                            files.key, files.cert, drain_errors()));
     } catch (...) {
         SSL_CTX_free(ctx_);
         throw;
