@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <csignal>
+#include <sys/wait.h>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -261,6 +263,81 @@ TEST(CommTls, PlainAndTlsRanksRefuseEachOther) {
         EXPECT_TRUE(contains(outcomes[0].message, plain_dialler ? "this rank uses TLS and the peer does not"
                                                                 : "the peer speaks TLS and this rank does not"))
             << outcomes[0].message;
+    }
+}
+
+// Failures travel over TLS as over TCP: an abort reaches the peers with
+// its reason.
+TEST(CommTls, AbortReachesThePeers) {
+    const Pki& pki = Pki::get();
+    World w = links_only();
+    w.configure = [&](int, CommOptions& o) { use(o, pki.identity("rank-a", "a")); };
+    std::vector<std::string> messages(2);
+    const auto outcomes = spawn_comms(2, w, [&](Communicator& comm) {
+        std::vector<float> v(1 << 18, 1.0f);
+        comm.allreduce(std::span<float>(v));
+        try {
+            if (comm.rank() == 0) comm.abort("the world is over");
+            comm.barrier({Algorithm::automatic, 20s});  // where rank 0's abort takes effect and rank 1 hears of it
+        } catch (const Error& e) {
+            messages[comm.rank()] = e.what();
+        }
+    });
+    expect_ok(outcomes);
+    EXPECT_TRUE(contains(messages[0], "aborted: the world is over")) << messages[0];
+    EXPECT_TRUE(contains(messages[1], "rank 0")) << messages[1];
+    EXPECT_TRUE(contains(messages[1], "the world is over")) << messages[1];
+}
+
+// A rank process that ends without a goodbye is dead to its peer, one that
+// closed is not: over TLS an end of stream (no close_notify is sent) reads
+// as it does over TCP.
+TEST(CommTls, DeadRanksAsOverTcp) {
+    const Pki& pki = Pki::get();
+    for (const bool closes : {false, true}) {
+        SCOPED_TRACE(closes ? "rank 1 closes" : "rank 1 exits without a goodbye");
+        CommTempDir dir;
+        auto options = [&](int rank) {
+            CommOptions o;
+            o.rank = rank;
+            o.size = 2;
+            o.store_url = "file://" + dir.path().string();
+            o.address = "127.0.0.1";
+            o.timeout = 10s;
+            o.connect_timeout = 20s;
+            o.shm_size = 0;
+            use(o, pki.identity("rank-a", "a"));
+            return o;
+        };
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            int status = 0;
+            try {
+                Communicator comm(options(1));
+                comm.barrier();
+                if (closes) comm.close();
+                ::_exit(0);  // skips the destructor: no goodbye unless closed
+            } catch (...) {
+                status = 3;
+            }
+            ::_exit(status);
+        }
+        ASSERT_GT(pid, 0);
+        Communicator comm(options(0));
+        comm.barrier();
+        int status = 0;
+        for (int i = 0; i < 300 && ::waitpid(pid, &status, WNOHANG) != pid; ++i) std::this_thread::sleep_for(100ms);
+        ::kill(pid, SIGKILL);  // harmless once it ended
+        ::waitpid(pid, &status, WNOHANG);
+        std::vector<float> data(1000, 1.0f);
+        std::string message;
+        try {
+            comm.allreduce(std::span<float>(data));
+        } catch (const Error& e) {
+            message = e.what();
+        }
+        EXPECT_TRUE(contains(message, "rank 1")) << message;
+        EXPECT_EQ(comm.dead_ranks(), closes ? std::vector<int>{} : std::vector<int>{1}) << message;
     }
 }
 
