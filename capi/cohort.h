@@ -825,6 +825,17 @@ COHORT_API int cohort_comm_options_set_connect_timeout(cohort_comm_options* opti
  * only with length 0. */
 COHORT_API int cohort_comm_options_set_secret(cohort_comm_options* options, const char* secret,
                                               size_t length);
+/* TLS on every connection between ranks: the paths of
+ * the PEM files of the CA that signs every rank's certificate, of this
+ * rank's certificate and of its unencrypted private key. Both ends of each
+ * connection check the other's certificate against the CA. All three, or
+ * none (NULL or "": back to the default, $COHORT_TLS_CA, $COHORT_TLS_CERT
+ * and $COHORT_TLS_KEY). The files are read by cohort_comm_create, which
+ * fails with INVALID_ARGUMENT naming a file it cannot use, and with
+ * PERMISSION_DENIED when a peer's certificate or TLS use does not match.
+ * Direct copies between processes are off under TLS. */
+COHORT_API int cohort_comm_options_set_tls(cohort_comm_options* options, const char* ca_file,
+                                           const char* cert_file, const char* key_file);
 /* The address to listen on and advertise: "HOST" or "HOST:PORT". */
 COHORT_API int cohort_comm_options_set_address(cohort_comm_options* options,
                                                const char* address);

@@ -254,6 +254,21 @@ int cohort_comm_options_set_secret(cohort_comm_options* options, const char* sec
     });
 }
 
+int cohort_comm_options_set_tls(cohort_comm_options* options, const char* ca_file, const char* cert_file,
+                                const char* key_file) {
+    return guard(__func__, [&](const char* fn) {
+        require(options, fn, "options");
+        auto given = [](const char* p) { return p != nullptr && p[0] != '\0'; };
+        const int n = given(ca_file) + given(cert_file) + given(key_file);
+        if (n != 0 && n != 3)
+            bad(fmt::format("{}: give ca_file, cert_file and key_file together, or none ({} is missing)", fn,
+                            !given(ca_file) ? "ca_file" : !given(cert_file) ? "cert_file" : "key_file"));
+        set_text(options->impl.tls_ca, ca_file, "");
+        set_text(options->impl.tls_cert, cert_file, "");
+        set_text(options->impl.tls_key, key_file, "");
+    });
+}
+
 int cohort_comm_options_set_address(cohort_comm_options* options, const char* address) {
     return guard(__func__, [&](const char* fn) {
         require(options, fn, "options");

@@ -72,6 +72,17 @@ struct CommOptions {
     // When not empty, every connection proves both sides know it (HMAC-SHA256
     // over both sides' nonces). Defaults to $COHORT_SECRET.
     std::string secret;
+    // TLS on every connection between ranks, when all three are set (paths
+    // of PEM files; some but not all is an error): TLS 1.2 or 1.3, and
+    // each end checks the other's certificate against the CA (mutual
+    // authentication). Every rank must agree: a rank without TLS is refused
+    // by a TLS world and the reverse. Direct copies (process_vm_readv) are
+    // off under TLS; shared memory within a host stays on.
+    // docs/collectives.md has the threat model and the cost. Defaults to
+    // $COHORT_TLS_CA, $COHORT_TLS_CERT and $COHORT_TLS_KEY.
+    std::string tls_ca;    // the CA certificate(s) a peer's certificate must chain to
+    std::string tls_cert;  // this rank's certificate (may hold its chain)
+    std::string tls_key;   // its private key, unencrypted PEM
     // The address to listen on and advertise ("HOST" or "HOST:PORT"); empty:
     // $COHORT_SOCKET_ADDR, else the address of interface `ifname` (empty:
     // $COHORT_SOCKET_IFNAME), else that of the interface routing to the store.
@@ -114,7 +125,8 @@ struct CommOptions {
 };
 
 // `options` with what it leaves unset taken from the environment:
-// secret ($COHORT_SECRET), address ($COHORT_SOCKET_ADDR), ifname
+// secret ($COHORT_SECRET), the TLS files ($COHORT_TLS_CA, $COHORT_TLS_CERT,
+// $COHORT_TLS_KEY, each when its field is empty), address ($COHORT_SOCKET_ADDR), ifname
 // ($COHORT_SOCKET_IFNAME), spin ($COHORT_SPIN_US, else 50 us), shm_size
 // ($COHORT_SHM_SIZE, else 8 MiB), and
 // direct_copy off when $COHORT_DIRECT_COPY is 0. The only place cohort reads
@@ -179,7 +191,8 @@ public:
     // "ranks"} or null), "shm_unavailable" (why this host's ranks do not
     // share memory although it was wanted, or null), "direct_unavailable"
     // ({rank: why} for the peers reached over TCP rather than by direct
-    // copies, or null)}.
+    // copies, or null), "tls" (the protocol and cipher of the links, as
+    // "TLSv1.3 TLS_AES_256_GCM_SHA384", or null for plain TCP)}.
     std::string describe() const;
 
     // `in` and `out` hold `count` elements of `dtype`; they may be the same

@@ -256,6 +256,7 @@ PROTOTYPES = {
     "cohort_comm_options_set_timeout": (_STATUS, [comm_options_p, c_double]),
     "cohort_comm_options_set_connect_timeout": (_STATUS, [comm_options_p, c_double]),
     "cohort_comm_options_set_secret": (_STATUS, [comm_options_p, c_char_p, c_size_t]),
+    "cohort_comm_options_set_tls": (_STATUS, [comm_options_p, c_char_p, c_char_p, c_char_p]),
     "cohort_comm_options_set_address": (_STATUS, [comm_options_p, c_char_p]),
     "cohort_comm_options_set_ifname": (_STATUS, [comm_options_p, c_char_p]),
     "cohort_comm_options_set_host_label": (_STATUS, [comm_options_p, c_char_p]),

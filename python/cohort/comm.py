@@ -421,15 +421,20 @@ class Communicator(_util.Handle):
     """This process's (or thread's) membership of a group of `size` ranks.
 
     Communicator(rank, size, store=None, *, timeout=60.0, connect_timeout=60.0,
-                 job_id="cohort", generation=0, secret=None, address=None,
-                 ifname=None, host=None, fusion_threshold=None, shm_size=None)
+                 job_id="cohort", generation=0, secret=None, tls=None,
+                 address=None, ifname=None, host=None, fusion_threshold=None,
+                 shm_size=None)
 
     store: where ranks meet, "tcp://HOST:PORT" (rank 0 hosts the server),
     "file:///DIR" (or a path object for that folder) or
     "etcd://HOST:PORT[,...]/PREFIX" (docs/launch-env.md); not needed when
     size is 1. timeout: the default per-operation timeout in seconds;
     connect_timeout bounds this constructor. secret (str or bytes): every
-    connection proves both sides know it (default $COHORT_SECRET). address
+    connection proves both sides know it (default $COHORT_SECRET). tls: the
+    paths (CA file, certificate, private key) of PEM files; every
+    connection is then TLS, both ends checking the other's certificate
+    against the CA (default $COHORT_TLS_CA, $COHORT_TLS_CERT and
+    $COHORT_TLS_KEY; docs/collectives.md). address
     ("HOST" or "HOST:PORT") or ifname: where to listen. host: this rank's
     host label, for the hierarchical algorithm. fusion_threshold: bytes of
     the buffers allreduce_named packs small tensors into. shm_size: bytes of
@@ -444,8 +449,8 @@ class Communicator(_util.Handle):
     _destroy_name = "cohort_comm_destroy"  # runs the queued operations first
 
     def __init__(self, rank, size, store=None, *, timeout=60.0, connect_timeout=60.0,
-                 job_id="cohort", generation=0, secret=None, address=None, ifname=None,
-                 host=None, fusion_threshold=None, shm_size=None, _ptr=None):
+                 job_id="cohort", generation=0, secret=None, tls=None, address=None,
+                 ifname=None, host=None, fusion_threshold=None, shm_size=None, _ptr=None):
         if _ptr is not None:  # a cohort_comm* the library made: it is ours now
             self._own(_ptr)
             return
@@ -468,6 +473,14 @@ class Communicator(_util.Handle):
             if secret is not None:
                 data = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
                 lib.cohort_comm_options_set_secret(options, data, len(data))
+            if tls is not None:
+                files = tuple(tls) if isinstance(tls, (tuple, list)) else None
+                if files is None or len(files) != 3:
+                    raise InvalidArgument(
+                        f"tls must be (ca_file, cert_file, key_file), not {tls!r}")
+                lib.cohort_comm_options_set_tls(
+                    options, *(_util.text(name, os.fspath(path)) for name, path
+                               in zip(("tls ca_file", "tls cert_file", "tls key_file"), files)))
             for setter, name, value in (("address", "address", address),
                                         ("ifname", "ifname", ifname),
                                         ("host_label", "host", host)):
@@ -578,7 +591,8 @@ class Communicator(_util.Handle):
         rank), shm_unavailable (why this host's ranks share no memory
         although it was wanted, or None) and direct_unavailable ({"rank":
         why} for the peers reached over TCP rather than by direct copies, or
-        None)."""
+        None), tls (the links' protocol and cipher, "TLSv1.3 ...", or None
+        for plain TCP)."""
         return json.loads(_util.owned_string(self._lib.cohort_comm_describe, self._h()))
 
     def choose(self, nbytes):

@@ -6,6 +6,7 @@
 #include "comm/shm/join.hpp"
 #include "comm/transport/address.hpp"
 #include "comm/transport/mesh.hpp"
+#include "comm/transport/tls.hpp"
 #include "core/deadline.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
@@ -38,6 +39,11 @@ std::string endpoint_text(const tcp::endpoint& ep) {
 
 Communicator::Impl::Impl(const CommOptions& given) : options(with_env_defaults(given)) {
     check_options(options);
+    // The certificates are checked first, even alone, so a bad file is an
+    // error at once rather than after the other ranks have been waited for.
+    std::shared_ptr<const comm::TlsContext> tls;
+    if (const comm::TlsFiles files{options.tls_ca, options.tls_cert, options.tls_key}; files.on())
+        tls = std::make_shared<comm::TlsContext>(files);
     const auto deadline = detail::deadline_after(options.connect_timeout);
     const int rank = options.rank, size = options.size;
     if (options.host_label.empty()) options.host_label = machine_name();
@@ -138,6 +144,7 @@ Communicator::Impl::Impl(const CommOptions& given) : options(with_env_defaults(g
     mesh.secret = options.secret;
     mesh.socket_buffer = options.socket_buffer;
     mesh.direct_copy = options.direct_copy;
+    mesh.tls = tls;
     mesh.deadline = deadline;
     auto peers = comm::connect_mesh(*io, acceptor, endpoints, mesh);
     direct_unavailable.assign(size, "");
@@ -145,6 +152,7 @@ Communicator::Impl::Impl(const CommOptions& given) : options(with_env_defaults(g
         if (r == rank) continue;
         transports[r] = peers[r]->direct ? Transport::direct_copy : Transport::tcp;
         direct_unavailable[r] = peers[r]->direct_unavailable;
+        if (peers[r]->tls && tls_negotiated.empty()) tls_negotiated = peers[r]->tls->negotiated();
     }
     // After the mesh: a host's ranks that share memory still need their
     // sockets, which carry aborts and show a dead peer by closing.

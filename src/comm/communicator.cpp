@@ -141,6 +141,10 @@ std::string Communicator::describe() const {
                                           {"chosen_by", impl.listening.source}};
     else
         o["listen"] = nullptr;
+    if (impl.tls_negotiated.empty())
+        o["tls"] = nullptr;
+    else
+        o["tls"] = impl.tls_negotiated;
     if (impl.shm_unavailable.empty())
         o["shm_unavailable"] = nullptr;
     else

@@ -51,6 +51,7 @@ struct Communicator::Impl {
     std::size_t host_count = 1;
     std::vector<Transport> transports;
     std::vector<std::string> direct_unavailable;  // by rank: why a peer reached over TCP is not copied from directly
+    std::string tls_negotiated;  // "TLSv1.3 TLS_AES_256_GCM_SHA384" under TLS, else ""
     comm::ListenAddress listening;  // where this rank listens, and why there (port 0: alone)
     // This host's shared memory (null without), and why not when wanted.
     std::unique_ptr<comm::shm::Group> shm;

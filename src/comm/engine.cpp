@@ -217,7 +217,7 @@ void Engine::pump(Peer& peer) {
         peer.out_header = peer.acks.front();
         peer.acks.pop_front();
         peer.mid_frame = true;
-        asio::async_write(peer.socket, asio::buffer(peer.out_header),
+        asio::async_write(peer.link, asio::buffer(peer.out_header),
                           [this, p = &peer](const error_code& ec, std::size_t) {
                               if (!wrote(*p, ec)) return;
                               if (p->recv) {
@@ -238,7 +238,7 @@ void Engine::pump(Peer& peer) {
         peer.mid_frame = true;
         peer.awaiting_ack = true;
         const std::array<asio::const_buffer, 2> buffers{asio::buffer(peer.out_header), asio::buffer(peer.out_direct)};
-        asio::async_write(peer.socket, buffers, [this, p = &peer](const error_code& ec, std::size_t) {
+        asio::async_write(peer.link, buffers, [this, p = &peer](const error_code& ec, std::size_t) {
             if (wrote(*p, ec)) pump(*p);
         });
         return;
@@ -249,7 +249,7 @@ void Engine::pump(Peer& peer) {
     peer.mid_frame = true;
     const std::array<asio::const_buffer, 2> buffers{asio::buffer(peer.out_header),
                                                     asio::buffer(t.data + peer.send_done, length)};
-    asio::async_write(peer.socket, buffers, [this, p = &peer, length](const error_code& ec, std::size_t) {
+    asio::async_write(peer.link, buffers, [this, p = &peer, length](const error_code& ec, std::size_t) {
         if (!wrote(*p, ec)) return;
         p->send_done += length;
         ++p->send_frames;
@@ -271,7 +271,8 @@ bool Engine::wrote(Peer& peer, const error_code& ec) {
     // may fail with a reset before we read why. The header read, if one is
     // outstanding, still gets the abort frame (or the end of the stream),
     // so let any read in flight (header, payload or abort text) speak first.
-    const std::string why = fmt::format("sending to it failed: {} (it died or closed the connection)", ec.message());
+    const std::string why =
+        fmt::format("sending to it failed: {} (it died or closed the connection)", peer.link.explain(ec));
     if (peer.reads > 0) {
         peer.send_error = why;
         return false;
@@ -299,7 +300,7 @@ void Engine::post_header_read(Peer& peer) {
     if (peer.gone || peer.pending || peer.header_read_posted) return;
     peer.header_read_posted = true;
     ++peer.reads;
-    asio::async_read(peer.socket, asio::buffer(peer.in_header), [this, p = &peer](const error_code& ec,
+    asio::async_read(peer.link, asio::buffer(peer.in_header), [this, p = &peer](const error_code& ec,
                                                                                   std::size_t n) {
         --p->reads;
         p->header_read_posted = false;
@@ -320,7 +321,7 @@ void Engine::post_header_read(Peer& peer) {
         } else if (ec == asio::error::eof) {
             peer_gone(*p, true, "closed the connection without saying goodbye (it exited or died)");
         } else {
-            peer_gone(*p, true, fmt::format("connection failed: {}", ec.message()));
+            peer_gone(*p, true, fmt::format("connection failed: {}", p->link.explain(ec)));
         }
     });
 }
@@ -347,11 +348,11 @@ void Engine::on_ack(Peer& peer, const FrameHeader& header) {
 // queues the ack that lets the peer reuse its buffer.
 void Engine::read_direct(Peer& peer) {
     ++peer.reads;
-    asio::async_read(peer.socket, asio::buffer(peer.in_direct), [this, p = &peer](const error_code& ec, std::size_t) {
+    asio::async_read(peer.link, asio::buffer(peer.in_direct), [this, p = &peer](const error_code& ec, std::size_t) {
         --p->reads;
         if (ec == asio::error::operation_aborted || p->recv == nullptr || failed_) return;
         if (ec) {
-            peer_gone(*p, true, fmt::format("connection failed in the middle of a frame: {}", ec.message()));
+            peer_gone(*p, true, fmt::format("connection failed in the middle of a frame: {}", p->link.explain(ec)));
             return;
         }
         Transfer& t = *p->recv;
@@ -471,16 +472,16 @@ void Engine::read_piece(Peer& peer, std::size_t frame_end) {
     const std::size_t length =
         t.on_chunk ? std::min(kReducePiece, frame_end - peer.recv_done) : frame_end - peer.recv_done;
     ++peer.reads;
-    asio::async_read(peer.socket, asio::buffer(t.data + peer.recv_done, length),
+    asio::async_read(peer.link, asio::buffer(t.data + peer.recv_done, length),
                      [this, p = &peer, length, frame_end](const error_code& ec, std::size_t) {
                          --p->reads;
                          if (ec == asio::error::operation_aborted || p->recv == nullptr) return;
                          if (ec) {
-                             peer_gone(
-                                 *p, true,
-                                 !p->send_error.empty()
-                                     ? p->send_error
-                                     : fmt::format("connection failed in the middle of a frame: {}", ec.message()));
+                             peer_gone(*p, true,
+                                       !p->send_error.empty()
+                                           ? p->send_error
+                                           : fmt::format("connection failed in the middle of a frame: {}",
+                                                         p->link.explain(ec)));
                              return;
                          }
                          Transfer& cur = *p->recv;
@@ -502,7 +503,7 @@ void Engine::read_piece(Peer& peer, std::size_t frame_end) {
 void Engine::read_abort(Peer& peer, const FrameHeader& header) {
     peer.abort_text.assign(header.length, '\0');
     ++peer.reads;
-    asio::async_read(peer.socket, asio::buffer(peer.abort_text),
+    asio::async_read(peer.link, asio::buffer(peer.abort_text),
                      [this, p = &peer, header](const error_code& ec, std::size_t) {
                          --p->reads;
                          if (ec == asio::error::operation_aborted) return;
@@ -636,7 +637,7 @@ void Engine::break_and_throw() {
             encode(abort, peer->out_header);
             const std::array<asio::const_buffer, 2> buffers{asio::buffer(peer->out_header), asio::buffer(text)};
             peer->socket.non_blocking(true, ignored);
-            asio::write(peer->socket, buffers, ignored);  // best effort: never waits on a full socket
+            asio::write(peer->link, buffers, ignored);  // best effort: never waits on a full socket
             // Half-close only: closing a socket with unread data in it sends a
             // reset, and a reset can reach the peer before it read the abort.
             // The sockets close with the engine.
@@ -678,7 +679,7 @@ void Engine::close(std::chrono::milliseconds grace) {
         peer->recv = peer->send = nullptr;
         encode(FrameHeader{FrameKind::goodbye, op_, 0, 0}, peer->out_header);
         ++writes;
-        asio::async_write(peer->socket, asio::buffer(peer->out_header),
+        asio::async_write(peer->link, asio::buffer(peer->out_header),
                           [&writes](const error_code&, std::size_t) { --writes; });
     }
     const auto until = Clock::now() + grace;

@@ -43,6 +43,12 @@ std::chrono::microseconds spin_from_env(const char* text) {
 CommOptions with_env_defaults(CommOptions options) {
     if (options.secret.empty())
         if (const char* s = env("COHORT_SECRET")) options.secret = s;
+    if (options.tls_ca.empty())
+        if (const char* f = env("COHORT_TLS_CA")) options.tls_ca = f;
+    if (options.tls_cert.empty())
+        if (const char* f = env("COHORT_TLS_CERT")) options.tls_cert = f;
+    if (options.tls_key.empty())
+        if (const char* f = env("COHORT_TLS_KEY")) options.tls_key = f;
     if (options.address.empty())
         if (const char* a = env("COHORT_SOCKET_ADDR")) options.address = a;
     if (options.ifname.empty())
@@ -92,6 +98,11 @@ void check_options(const CommOptions& o, bool world) {
         bad(fmt::format("the connect timeout must be positive and at most a year ({} ms), not {} ms", longest,
                         o.connect_timeout.count()));
     if (o.fusion_threshold == 0) bad("fusion_threshold must be at least 1 byte");
+    const int tls_files = !o.tls_ca.empty() + !o.tls_cert.empty() + !o.tls_key.empty();
+    if (tls_files != 0 && tls_files != 3)
+        bad(fmt::format("TLS needs tls_ca, tls_cert and tls_key together ($COHORT_TLS_CA, $COHORT_TLS_CERT, "
+                        "$COHORT_TLS_KEY); {} is not set",
+                        o.tls_ca.empty() ? "tls_ca" : o.tls_cert.empty() ? "tls_cert" : "tls_key"));
     if (o.max_frame < 4096 || o.max_frame > (std::size_t(256) << 20))
         bad(fmt::format("max_frame {} is outside 4 KiB..256 MiB (4096..268435456)", o.max_frame));
     if (o.socket_buffer > (std::size_t(1) << 30)) bad(fmt::format("socket_buffer {} is above 1 GiB", o.socket_buffer));

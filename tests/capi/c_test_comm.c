@@ -317,6 +317,9 @@ static void test_options(void) {
     CHECK_ERR(cohort_comm_options_set_socket_buffer(o, 2ull << 30), BAD, "above 1 GiB");
     CHECK_ERR(cohort_comm_options_set_fusion_threshold(o, 0), BAD, "fusion_threshold must be at least 1 byte");
     CHECK_ERR(cohort_comm_options_set_secret(o, NULL, 3), BAD, "secret must not be NULL");
+    CHECK_ERR(cohort_comm_options_set_tls(o, "/ca.pem", NULL, "/k.pem"), BAD,
+              "give ca_file, cert_file and key_file together, or none (cert_file is missing)");
+    CHECK_OK(cohort_comm_options_set_tls(o, NULL, NULL, NULL));
     {
         char long_id[300];
         memset(long_id, 'j', sizeof long_id - 1);
@@ -514,6 +517,14 @@ static void test_errors(void) {
     CHECK_ERR(cohort_comm_create(1, 1, NULL, &untouched), BAD, "communicator: rank 1 is outside 0..0");
     CHECK_ERR(cohort_comm_create(-1, 4, NULL, &untouched), BAD, "rank -1 is outside 0..3");
     CHECK_ERR(cohort_comm_create(0, 2, NULL, &untouched), BAD, "no store");
+    {
+        /* TLS files are read by create, even for a world of one. */
+        cohort_comm_options* t = NULL;
+        CHECK_OK(cohort_comm_options_create(&t));
+        CHECK_OK(cohort_comm_options_set_tls(t, "/nonexistent/ca.pem", "/nonexistent/c.pem", "/nonexistent/k.pem"));
+        CHECK_ERR(cohort_comm_create(0, 1, t, &untouched), BAD, "cannot read the CA file '/nonexistent/ca.pem'");
+        cohort_comm_options_destroy(t);
+    }
     CHECK_OK(cohort_comm_options_create(&o));
     CHECK_OK(cohort_comm_options_set_store(o, "ftp://nowhere"));
     CHECK_ERR(cohort_comm_create(0, 2, o, &untouched), BAD, "unknown scheme 'ftp'");

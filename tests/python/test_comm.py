@@ -8,6 +8,7 @@ import array
 import gc
 import os
 import struct
+import subprocess
 import tempfile
 import threading
 import time
@@ -503,6 +504,42 @@ class MultiRank(unittest.TestCase):
 
         results = run_ranks(2, body)
         self.assertEqual(results, [struct.pack("<2i", 1, 1) + b"x", struct.pack("<2i", 1, 1)])
+
+
+class Tls(unittest.TestCase):
+    """tls=(ca, cert, key): the links run over TLS; certificates are made
+    here with the openssl command."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = tempfile.TemporaryDirectory(prefix="cohort-tls-")
+        d = cls.folder.name
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        run = lambda *args: subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+        run("req", "-x509", *ec, "-days", "1", "-subj", "/CN=ca", "-keyout", f"{d}/ca.key", "-out", f"{d}/ca.pem")
+        run("req", *ec, "-subj", "/CN=rank", "-keyout", f"{d}/rank.key", "-out", f"{d}/rank.csr")
+        run("x509", "-req", "-days", "1", "-in", f"{d}/rank.csr", "-CA", f"{d}/ca.pem", "-CAkey",
+            f"{d}/ca.key", "-CAcreateserial", "-out", f"{d}/rank.pem")
+        cls.files = (f"{d}/ca.pem", f"{d}/rank.pem", f"{d}/rank.key")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.folder.cleanup()
+
+    def test_allreduce_over_tls(self):
+        def body(comm):
+            buf = array.array("f", [comm.rank + 1.0] * 1000)
+            comm.allreduce(buf)
+            return list(buf[:3]), comm.describe()["tls"]
+        for values, tls in run_ranks(3, body, tls=self.files, shm_size=0):
+            self.assertEqual(values, [6.0, 6.0, 6.0])
+            self.assertTrue(tls.startswith("TLSv1."), tls)
+
+    def test_bad_tls_arguments(self):
+        with self.assertRaisesRegex(cohort.InvalidArgument, r"tls must be \(ca_file, cert_file, key_file\)"):
+            cohort.Communicator(0, 1, tls=self.files[:2])
+        with self.assertRaisesRegex(cohort.InvalidArgument, "cannot read the private key '/nonexistent.key'"):
+            cohort.Communicator(0, 1, tls=(self.files[0], self.files[1], "/nonexistent.key"))
 
 
 class Failures(unittest.TestCase):

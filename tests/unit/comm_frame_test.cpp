@@ -1242,5 +1242,31 @@ TEST_F(ForgedHello, AClaimOfAnotherConnectionProvesNothing) {
     EXPECT_TRUE(contains(out.describe, "did not prove which process")) << out.describe;
 }
 
+// A TLS record where a hello should be (a plain rank meeting a TLS one,
+// which answers with an alert) is named as such, not as garbage; a hello
+// is never mistaken for a TLS record.
+TEST(Handshake, TlsRecordInsteadOfAHello) {
+    const Hello h = hello(1, 2, "job", 0, false);
+    auto bytes = encode_hello(h);
+    EXPECT_TRUE(looks_like_hello(bytes.data()));
+    EXPECT_FALSE(looks_like_tls(bytes.data()));
+    std::vector<unsigned char> alert(kHelloFixedBytes, 0);
+    const unsigned char record[] = {21, 3, 3, 0, 2, 2, 70};  // alert: protocol_version
+    std::copy(std::begin(record), std::end(record), alert.begin());
+    EXPECT_TRUE(looks_like_tls(alert.data()));
+    Hello out;
+    try {
+        decode_hello_fixed(alert.data(), out);
+        ADD_FAILURE() << "a TLS alert was read as a hello";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), Errc::permission_denied);
+        EXPECT_NE(std::string(e.what()).find("the peer speaks TLS and this rank does not"), std::string::npos)
+            << e.what();
+    }
+    const unsigned char client_hello[] = {22, 3, 1, 2};
+    EXPECT_TRUE(looks_like_tls(client_hello));
+    EXPECT_FALSE(looks_like_hello(client_hello));
+}
+
 }  // namespace
 }  // namespace cohort::comm

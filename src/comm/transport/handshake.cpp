@@ -68,7 +68,18 @@ std::vector<unsigned char> encode_hello(const Hello& h) {
     return out;
 }
 
+bool looks_like_tls(const unsigned char* b) {
+    // Content type 21 (alert) or 22 (handshake), then version 3.x.
+    return (b[0] == 21 || b[0] == 22) && b[1] == 3 && b[2] <= 4;
+}
+
+bool looks_like_hello(const unsigned char* b) {
+    const unsigned char* p = b;
+    return get<uint32_t>(p) == kHelloMagic;
+}
+
 std::size_t decode_hello_fixed(const unsigned char* p, Hello& h) {
+    if (looks_like_tls(p)) throw Error(Errc::permission_denied, kPlainMeetsTls);
     const auto magic = get<uint32_t>(p);
     if (magic == kRefuseMagic) throw Error(Errc::unavailable, "refused");  // the caller reads the reason
     if (magic != kHelloMagic)

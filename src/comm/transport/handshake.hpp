@@ -50,9 +50,23 @@ void describe_process(Hello& hello);
 // one (PR_SET_PTRACER), as a peer rank's direct copies need; once per process.
 void allow_peer_reads();
 
+// The first bytes of a TLS record (a handshake or an alert): a TLS peer
+// talking to a plain one.
+bool looks_like_tls(const unsigned char* first4);
+inline constexpr const char* kPlainMeetsTls =
+    "the peer speaks TLS and this rank does not: set COHORT_TLS_CA, COHORT_TLS_CERT and COHORT_TLS_KEY (or the "
+    "tls options) on every rank, or on none";
+
+inline constexpr const char* kTlsMeetsPlain =
+    "this rank uses TLS and the peer does not: set COHORT_TLS_CA, COHORT_TLS_CERT and COHORT_TLS_KEY (or the tls "
+    "options) on every rank, or on none";
+// The first four bytes of a hello, as they are on the wire.
+bool looks_like_hello(const unsigned char* first4);
+
 std::vector<unsigned char> encode_hello(const Hello& hello);
 // Parses the fixed part; returns the job id's length still to read.
-// Error(peer_failed) for bytes that are not a cohort hello.
+// Error(peer_failed) for bytes that are not a cohort hello;
+// Error(permission_denied) for a TLS record (kPlainMeetsTls).
 std::size_t decode_hello_fixed(const unsigned char* bytes, Hello& out);
 
 // Why a peer's hello cannot be accepted by `self`, or "". `expected_rank`

@@ -4,6 +4,7 @@
 
 #include "comm/transport/direct_proof.hpp"
 #include "comm/transport/handshake.hpp"
+#include "comm/transport/link.hpp"
 #include "core/cloexec.hpp"
 #include "core/local_socket.hpp"
 #include "core/text.hpp"
@@ -21,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include <sys/socket.h>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -55,26 +57,97 @@ uint32_t magic_of(const std::array<unsigned char, 4>& b) {
     return uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24;
 }
 
-// Throws Error(transient) for errors worth another dial.
+// Thrown for errors worth another dial.
 struct Transient : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
+
+// Thrown when TLS refused the peer or its certificate, or the peer refused
+// ours: another dial would meet the same certificates.
+struct TlsRefused : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+std::string explain(Link& s, const error_code& ec) { return s.explain(ec); }
+std::string explain(local_socket&, const error_code& ec) {
+    return ec == asio::error::eof ? "the peer closed the connection" : ec.message();
+}
+
+template <typename Stream>
+[[noreturn]] void failed(Stream& s, const error_code& ec) {
+    if (Link::is_tls_failure(ec)) throw TlsRefused(explain(s, ec));
+    throw Transient(explain(s, ec));
+}
 
 template <typename Stream>
 awaitable<void> read_exact(Stream& s, void* data, std::size_t n) {
     auto [ec, got] = co_await asio::async_read(s, asio::buffer(data, n), use_tuple);
     (void)got;
-    if (ec) throw Transient(ec == asio::error::eof ? "the peer closed the connection" : ec.message());
+    if (ec) failed(s, ec);
 }
 
 template <typename Stream>
 awaitable<void> write_all(Stream& s, const void* data, std::size_t n) {
     auto [ec, put] = co_await asio::async_write(s, asio::buffer(data, n), use_tuple);
     (void)put;
-    if (ec) throw Transient(ec.message());
+    if (ec) failed(s, ec);
 }
 
-awaitable<std::string> read_refusal_text(tcp::socket& s) {
+// After a failed TLS handshake: OpenSSL queued its alert, but closing a
+// socket with the peer's bytes unread sends a reset, which can reach the
+// peer first and read as a broken connection, worth another dial. So stop
+// sending, and wait (a second at most) for the peer to read the alert and
+// close.
+awaitable<void> linger(tcp::socket& s) {
+    error_code ec;
+    s.shutdown(tcp::socket::shutdown_send, ec);
+    auto alive = std::make_shared<bool>(true);
+    asio::steady_timer timer(s.get_executor(), std::chrono::seconds(1));
+    timer.async_wait([&s, alive](const error_code& e) {
+        error_code ignored;
+        if (!e && *alive) s.cancel(ignored);
+    });
+    std::array<char, 4096> sink{};
+    for (int reads = 0; reads < 256; ++reads) {
+        auto [e, n] = co_await s.async_read_some(asio::buffer(sink), use_tuple);
+        (void)n;
+        if (e) break;
+    }
+    *alive = false;
+    timer.cancel();
+}
+
+// Whether the first bytes waiting on a new connection are a cohort hello
+// in clear: a plain rank dialling a TLS one. Looks without taking them.
+awaitable<bool> plain_hello_waits(tcp::socket& s, std::chrono::steady_clock::time_point deadline) {
+    auto executor = co_await asio::this_coro::executor;
+    for (int tries = 0; tries < 200 && std::chrono::steady_clock::now() < deadline; ++tries) {
+        auto [ec] = co_await s.async_wait(tcp::socket::wait_read, use_tuple);
+        if (ec) co_return false;
+        std::array<unsigned char, 4> first{};
+        const ssize_t n = ::recv(s.native_handle(), first.data(), first.size(), MSG_PEEK | MSG_DONTWAIT);
+        if (n == 4) co_return looks_like_hello(first.data());
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) co_return false;
+        asio::steady_timer pause(executor, std::chrono::milliseconds(5));  // the rest of 4 bytes is on its way
+        co_await pause.async_wait(use_tuple);
+    }
+    co_return false;
+}
+
+// The TLS handshake of a new connection, when TLS is on: the session, or
+// null for plain TCP. Throws TlsRefused or Transient.
+awaitable<std::unique_ptr<TlsSession>> secure(const MeshOptions& options, tcp::socket& s, bool server) {
+    if (!options.tls) co_return nullptr;
+    error_code ec;
+    s.non_blocking(true, ec);  // OpenSSL reads and writes the descriptor itself: it must never block
+    auto session = std::make_unique<TlsSession>(options.tls, s.native_handle(), server);
+    Link link(s, session.get());
+    std::tie(ec) = co_await link.async_handshake(use_tuple);
+    if (ec) failed(link, ec);
+    co_return session;
+}
+
+awaitable<std::string> read_refusal_text(Link& s) {
     std::array<unsigned char, 2> length{};
     co_await read_exact(s, length.data(), 2);
     const std::size_t n = length[0] | std::size_t{length[1]} << 8;
@@ -83,7 +156,7 @@ awaitable<std::string> read_refusal_text(tcp::socket& s) {
     co_return cohort::detail::escape_bytes(text, text.size());  // the peer's bytes, for a message
 }
 
-awaitable<Hello> read_hello(tcp::socket& s, const std::array<unsigned char, 4>& magic) {
+awaitable<Hello> read_hello(Link& s, const std::array<unsigned char, 4>& magic) {
     std::array<unsigned char, kHelloFixedBytes> fixed{};
     std::copy(magic.begin(), magic.end(), fixed.begin());
     co_await read_exact(s, fixed.data() + 4, fixed.size() - 4);
@@ -101,10 +174,14 @@ struct Verdict {
     std::string why;
 };
 
+// Direct copies are off under TLS: docs/collectives.md says why.
+bool direct_wanted(const MeshOptions& options) { return options.direct_copy && !options.tls; }
+
 struct MeshState {
     const MeshOptions& options;
     Hello self;
     std::vector<std::unique_ptr<tcp::socket>> sockets;  // by rank
+    std::vector<std::unique_ptr<TlsSession>> sessions;  // by rank, under TLS
     std::vector<std::string> endpoints;                 // by rank, for peers
     std::vector<Hello> hellos;                          // by rank
     std::vector<bool> direct;                           // by rank
@@ -206,9 +283,10 @@ struct DirectAgreement {
 // Each side proves to the other which process it is, then both say whether
 // they may read the other's memory; direct copies are used only when both
 // may.
-awaitable<DirectAgreement> agree_direct(MeshState& st, tcp::socket& s, const Hello& peer, int rank) {
+awaitable<DirectAgreement> agree_direct(MeshState& st, Link& link, const Hello& peer, int rank) {
     DirectAgreement agreed;
-    const bool enabled = st.options.direct_copy && !st.self.direct_socket.empty();
+    tcp::socket& s = link.socket();
+    const bool enabled = direct_wanted(st.options) && !st.self.direct_socket.empty();
     const bool same_boot = st.self.boot != 0 && peer.boot == st.self.boot;
     // Only a cohort claim socket: the name must not send claims to another service.
     const bool offered = peer.direct_socket.rfind(kDirectSocketPrefix, 0) == 0;
@@ -216,11 +294,13 @@ awaitable<DirectAgreement> agree_direct(MeshState& st, tcp::socket& s, const Hel
     if (enabled && same_boot && offered) claimed = co_await claim(peer, rank, s);
     // Both claims have been answered once each side has said so here.
     std::array<unsigned char, 1> mine{1}, theirs{};
-    co_await write_all(s, mine.data(), 1);
-    co_await read_exact(s, theirs.data(), 1);
+    co_await write_all(link, mine.data(), 1);
+    co_await read_exact(link, theirs.data(), 1);
     std::string why;
     if (!st.options.direct_copy)
         why = "direct copies are off on this rank (direct_copy option or COHORT_DIRECT_COPY=0)";
+    else if (st.options.tls)
+        why = "direct copies are off under TLS (docs/collectives.md says why)";
     else if (st.self.direct_socket.empty())
         why = "this rank could not listen on a local socket";
     else if (!same_boot)
@@ -243,8 +323,8 @@ awaitable<DirectAgreement> agree_direct(MeshState& st, tcp::socket& s, const Hel
             agreed.pid = found->second.pid;
     }
     mine[0] = why.empty() ? 1 : 0;
-    co_await write_all(s, mine.data(), 1);
-    co_await read_exact(s, theirs.data(), 1);
+    co_await write_all(link, mine.data(), 1);
+    co_await read_exact(link, theirs.data(), 1);
     if (why.empty() && theirs[0] != 1)
         why = fmt::format("rank {} may not read this rank's memory{}", rank, claimed.empty() ? "" : ": " + claimed);
     agreed.direct = why.empty();
@@ -252,20 +332,58 @@ awaitable<DirectAgreement> agree_direct(MeshState& st, tcp::socket& s, const Hel
     co_return agreed;
 }
 
-awaitable<void> accept_one(MeshState& st, tcp::socket s) {
+awaitable<void> accept_one(MeshState& st, tcp::socket socket) {
     const std::string from = [&] {
         error_code ec;
-        const auto ep = s.remote_endpoint(ec);
+        const auto ep = socket.remote_endpoint(ec);
         return ec ? std::string("?") : endpoint_text(ep);
     }();
+    std::unique_ptr<TlsSession> session;
+    Link s(socket, nullptr);
     auto refuse = [&](std::string why) -> awaitable<void> {
         st.refused.push_back(fmt::format("from {}: {}", from, why));
         const auto bytes = encode_refusal(why);
         co_await asio::async_write(s, asio::buffer(bytes), use_tuple);
     };
     try {
+        // A plain rank dialling this TLS rank: its hello is refused in
+        // words it reads, rather than by a handshake it does not speak.
+        if (st.options.tls && co_await plain_hello_waits(socket, st.options.deadline)) {
+            std::array<unsigned char, 4> magic{};
+            co_await read_exact(s, magic.data(), 4);
+            co_await read_hello(s, magic);  // all of it, so that closing sends no reset before the refusal
+            co_await refuse(kTlsMeetsPlain);
+            co_return;
+        }
+        std::string failed_handshake;
+        try {
+            session = co_await secure(st.options, socket, true);
+        } catch (const std::exception& e) {
+            std::string_view why = e.what();
+            if (why.rfind("TLS: ", 0) == 0) why.remove_prefix(5);
+            failed_handshake = fmt::format("from {}: TLS handshake failed: {}", from, why);
+        }
+        if (!failed_handshake.empty()) {
+            // OpenSSL sent the peer its alert; nothing more to say to it.
+            st.refused.push_back(std::move(failed_handshake));
+            co_await linger(socket);
+            co_return;
+        }
+        s = Link(socket, session.get());
         std::array<unsigned char, 4> magic{};
         co_await read_exact(s, magic.data(), 4);
+        if (!session && looks_like_tls(magic.data())) {
+            // A TLS client reached this plain rank: the refusal makes its
+            // handshake fail at once (it is not TLS) rather than wait. Its
+            // first record is read first, so that closing sends no reset
+            // that could overtake the refusal.
+            std::array<unsigned char, 1> low{};
+            co_await read_exact(s, low.data(), 1);
+            std::vector<unsigned char> record(std::size_t{magic[3]} << 8 | low[0]);
+            co_await read_exact(s, record.data(), record.size());
+            co_await refuse(kPlainMeetsTls);
+            co_return;
+        }
         Hello peer = co_await read_hello(s, magic);
         std::string why = refusal(st.self, peer, -1);
         if (why.empty() && peer.rank < st.self.rank)
@@ -299,7 +417,9 @@ awaitable<void> accept_one(MeshState& st, tcp::socket s) {
         st.direct_why[peer.rank] = agreed.why;
         st.hellos[peer.rank] = peer;
         st.endpoints[peer.rank] = from;
-        st.sockets[peer.rank] = std::make_unique<tcp::socket>(std::move(s));
+        st.sockets[peer.rank] =
+            std::make_unique<tcp::socket>(std::move(socket));  // the session's descriptor moves with it
+        st.sessions[peer.rank] = std::move(session);
         --st.missing;
     } catch (const std::exception& e) {
         st.refused.push_back(fmt::format("from {}: {}", from, e.what()));
@@ -330,18 +450,21 @@ awaitable<void> dial(MeshState& st, int rank, tcp::endpoint ep) {
         std::tie(ec) = co_await s.async_connect(ep, use_tuple);
         try {
             if (ec) throw Transient(ec.message());
+            auto session = co_await secure(st.options, s, false);
+            Link link(s, session.get());
             const auto hello = encode_hello(st.self);
-            co_await write_all(s, hello.data(), hello.size());
+            co_await write_all(link, hello.data(), hello.size());
             std::array<unsigned char, 4> magic{};
-            co_await read_exact(s, magic.data(), 4);
+            co_await read_exact(link, magic.data(), 4);
             if (magic_of(magic) == kRefuseMagic) {
                 st.fatal = fmt::format("rank {} at {} refused the connection: {}", rank, endpoint_text(ep),
-                                       co_await read_refusal_text(s));
-                st.fatal_code = st.fatal.find("secret") != std::string::npos ? Errc::permission_denied
-                                                                             : Errc::unavailable;
+                                       co_await read_refusal_text(link));
+                const bool proof = st.fatal.find("secret") != std::string::npos ||
+                                   st.fatal.find("TLS") != std::string::npos;  // a refusal of who we are
+                st.fatal_code = proof ? Errc::permission_denied : Errc::unavailable;
                 co_return;
             }
-            Hello peer = co_await read_hello(s, magic);
+            Hello peer = co_await read_hello(link, magic);
             if (const std::string why = refusal(st.self, peer, rank); !why.empty()) {
                 st.fatal = fmt::format("rank {} at {} does not match: {}", rank, endpoint_text(ep), why);
                 st.fatal_code = Errc::unavailable;
@@ -349,30 +472,35 @@ awaitable<void> dial(MeshState& st, int rank, tcp::endpoint ep) {
             }
             if (st.self.has_secret) {
                 const auto mine = proof(st.options.secret, st.self, peer);
-                co_await write_all(s, mine.data(), mine.size());
-                co_await read_exact(s, magic.data(), 4);
+                co_await write_all(link, mine.data(), mine.size());
+                co_await read_exact(link, magic.data(), 4);
                 if (magic_of(magic) == kRefuseMagic) {
                     st.fatal = fmt::format("rank {} at {} refused the connection: {}", rank, endpoint_text(ep),
-                                           co_await read_refusal_text(s));
+                                           co_await read_refusal_text(link));
                     st.fatal_code = Errc::permission_denied;
                     co_return;
                 }
                 std::array<unsigned char, kMacBytes> theirs{};
-                co_await read_exact(s, theirs.data(), theirs.size());
+                co_await read_exact(link, theirs.data(), theirs.size());
                 if (magic_of(magic) != kProofMagic || !proofs_equal(theirs, proof(st.options.secret, peer, st.self))) {
                     st.fatal = fmt::format("rank {} at {} does not know the shared secret", rank, endpoint_text(ep));
                     st.fatal_code = Errc::permission_denied;
                     co_return;
                 }
             }
-            const auto agreed = co_await agree_direct(st, s, peer, rank);
+            const auto agreed = co_await agree_direct(st, link, peer, rank);
             st.direct[rank] = agreed.direct;
             st.pids[rank] = agreed.pid;
             st.direct_why[rank] = agreed.why;
             st.hellos[rank] = peer;
             st.endpoints[rank] = endpoint_text(ep);
-            st.sockets[rank] = std::make_unique<tcp::socket>(std::move(s));
+            st.sockets[rank] = std::make_unique<tcp::socket>(std::move(s));  // the session's descriptor moves with it
+            st.sessions[rank] = std::move(session);
             --st.missing;
+            co_return;
+        } catch (const TlsRefused& e) {
+            st.fatal = fmt::format("rank {} at {}: {}", rank, endpoint_text(ep), e.what());
+            st.fatal_code = Errc::permission_denied;
             co_return;
         } catch (const Transient& e) {
             st.dial_errors[rank] = fmt::format("rank {} at {}: {}", rank, endpoint_text(ep), e.what());
@@ -415,10 +543,10 @@ std::vector<std::unique_ptr<Peer>> connect_mesh(asio::io_context& io, tcp::accep
     tcp::acceptor local(setup);
     const auto protocol = acceptor.local_endpoint().protocol();
     local.assign(protocol, acceptor.release());
-    MeshState st{options, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, Errc::ok, options.size - 1};
+    MeshState st{options, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, Errc::ok, options.size - 1};
     describe_process(st.self);
     asio::local::stream_protocol::acceptor claims(setup);
-    if (options.direct_copy) {
+    if (direct_wanted(options)) {
         allow_peer_reads();
         const std::string name = cohort::detail::random_abstract_name(kDirectSocketPrefix);
         const int fd = cohort::detail::listen_abstract(name, asio::socket_base::max_listen_connections);
@@ -442,6 +570,7 @@ std::vector<std::unique_ptr<Peer>> connect_mesh(asio::io_context& io, tcp::accep
     st.self.job_id = options.job_id;
     st.self.nonce = fresh_nonce();
     st.sockets.resize(options.size);
+    st.sessions.resize(options.size);
     st.endpoints.resize(options.size);
     if (options.rank + 1 < options.size) asio::co_spawn(setup, accept_loop(st, local), asio::detached);
     for (int r = 0; r < options.rank; ++r) asio::co_spawn(setup, dial(st, r, endpoints[r]), asio::detached);
@@ -476,7 +605,9 @@ std::vector<std::unique_ptr<Peer>> connect_mesh(asio::io_context& io, tcp::accep
         const auto socket_protocol = st.sockets[r]->local_endpoint().protocol();
         tcp::socket moved(io);
         moved.assign(socket_protocol, st.sockets[r]->release());
-        peers[r] = std::make_unique<Peer>(r, std::move(moved));
+        // OpenSSL reads the descriptor itself: it must stay non-blocking.
+        if (st.sessions[r]) moved.non_blocking(true);
+        peers[r] = std::make_unique<Peer>(r, std::move(moved), std::move(st.sessions[r]));
         peers[r]->endpoint = st.endpoints[r];
         peers[r]->direct = st.direct[r];
         peers[r]->pid = st.pids[r];

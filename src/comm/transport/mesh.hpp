@@ -4,6 +4,7 @@
 #pragma once
 
 #include "comm/transport/peer.hpp"
+#include "comm/transport/tls.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -22,7 +23,10 @@ struct MeshOptions {
     uint64_t generation = 0;
     std::string secret;
     std::size_t socket_buffer = 0;
-    bool direct_copy = true;  // allow process_vm_readv between processes of one machine
+    bool direct_copy = true;  // allow process_vm_readv between processes of one machine (never under TLS)
+    // When set, every connection is TLS with both ends' certificates
+    // checked, before the hello (which then travels encrypted).
+    std::shared_ptr<const TlsContext> tls;
     std::chrono::steady_clock::time_point deadline;
 };
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include "comm/transport/frame.hpp"
+#include "comm/transport/link.hpp"
+#include "comm/transport/tls.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 
@@ -11,6 +13,7 @@
 #include <array>
 #include <cstddef>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -19,10 +22,18 @@ namespace cohort::comm {
 struct Transfer;
 
 struct Peer {
-    Peer(int rank_, boost::asio::ip::tcp::socket socket_) : rank(rank_), socket(std::move(socket_)) {}
+    Peer(int rank_, boost::asio::ip::tcp::socket socket_, std::unique_ptr<TlsSession> tls_ = nullptr)
+        : rank(rank_), socket(std::move(socket_)), tls(std::move(tls_)), link(socket, tls.get()) {}
+    Peer(const Peer&) = delete;  // `link` points into this object
+    Peer& operator=(const Peer&) = delete;
 
     int rank;
+    // The socket is for the connection's life (close, shutdown, cancel,
+    // looking at what waits in it); frames go through `link`, which is TLS
+    // over this socket when `tls` is set.
     boost::asio::ip::tcp::socket socket;
+    std::unique_ptr<TlsSession> tls;
+    Link link;
     std::string endpoint;  // "10.0.0.2:41234", for messages
 
     // Receiving: a header read is always outstanding unless a data header
