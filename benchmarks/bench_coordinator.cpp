@@ -621,7 +621,10 @@ void compare(const std::vector<std::pair<std::string, Summary>>& runs) {
     std::printf("\n| io thread CPU |");
     for (const auto& [name, s] : runs) std::printf(" %.0f%% |", share(s.server_cpu, s.wall));
     std::printf("\n| journal or etcd writer thread CPU |");
-    for (const auto& [name, s] : runs) std::printf(" %.0f%% |", share(s.journal_cpu, s.wall));
+    for (const auto& [name, s] : runs) {
+        if (s.journal_cpu >= 0) std::printf(" %.0f%% |", share(s.journal_cpu, s.wall));
+        else std::printf(" none |");
+    }
     std::printf("\n");
 }
 
