@@ -1067,7 +1067,7 @@ COHORT_API int cohort_coordinator_create(const char* host, uint16_t port, const 
  * (whole seconds), "advertise_url", "replica_id". INVALID_ARGUMENT naming
  * the field for an unknown field or a value of the wrong type, then as
  * cohort_coordinator_create. Pairs with cohort_coordinator_destroy. */
-COHORT_API int cohort_coordinator_create_json(const char* options_json, cohort_coordinator** out);
+COHORT_API int cohort_coordinator_from_json(const char* options_json, cohort_coordinator** out);
 /* Stops (closing every connection) and releases. NULL is ignored. */
 COHORT_API void cohort_coordinator_destroy(cohort_coordinator* coordinator);
 COHORT_API int cohort_coordinator_port(const cohort_coordinator* coordinator, uint16_t* port);

@@ -36,7 +36,7 @@ void require_call(const cohort_coordinator_client* client, const char* job, cons
     require(job, fn, "job");
 }
 
-// cohort_coordinator_create_json's options; Error(invalid_argument) naming
+// cohort_coordinator_from_json's options; Error(invalid_argument) naming
 // the field.
 cohort::CoordinatorOptions coordinator_options_from_json(const std::string& text, const char* fn) {
     cohort::CoordinatorOptions options;
@@ -110,7 +110,7 @@ int cohort_coordinator_create(const char* host, uint16_t port, const char* token
     });
 }
 
-int cohort_coordinator_create_json(const char* options_json, cohort_coordinator** out) {
+int cohort_coordinator_from_json(const char* options_json, cohort_coordinator** out) {
     return guard(__func__, [&](const char* fn) {
         require(out, fn, "out");
         cohort::CoordinatorOptions options = coordinator_options_from_json(text_or(options_json), fn);

@@ -317,7 +317,7 @@ PROTOTYPES = {
     # coordinator: hosted in-process
     "cohort_coordinator_create": (_STATUS, [c_char_p, c_uint16, c_char_p, c_char_p,
                                             _P(coordinator_p)]),
-    "cohort_coordinator_create_json": (_STATUS, [c_char_p, _P(coordinator_p)]),
+    "cohort_coordinator_from_json": (_STATUS, [c_char_p, _P(coordinator_p)]),
     "cohort_coordinator_destroy": (None, [coordinator_p]),
     "cohort_coordinator_port": (_STATUS, [coordinator_p, _P(c_uint16)]),
     "cohort_coordinator_url": (_STATUS, [coordinator_p, _cstr_out]),

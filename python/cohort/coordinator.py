@@ -67,7 +67,7 @@ class Coordinator(_util.Handle):
                 options["token"] = token
             if data_dir is not None:
                 options["data_dir"] = _util.fspath(data_dir)
-            ptr = _util.create(lib.cohort_coordinator_create_json, _lib.coordinator_p,
+            ptr = _util.create(lib.cohort_coordinator_from_json, _lib.coordinator_p,
                                _util.text("options", json.dumps(options)))
         super().__init__(ptr)
         self._lib = lib

@@ -233,20 +233,20 @@ static void test_coordinator(void) {
 static void test_coordinator_json(void) {
     cohort_coordinator* server = NULL;
     const char* url = NULL;
-    CHECK_OK(cohort_coordinator_create_json("{\"host\": \"127.0.0.1\", \"port\": 0, \"token\": \"\"}", &server));
+    CHECK_OK(cohort_coordinator_from_json("{\"host\": \"127.0.0.1\", \"port\": 0, \"token\": \"\"}", &server));
     CHECK_OK(cohort_coordinator_url(server, &url));
     CHECK_HAS(url, "http://127.0.0.1:");
     cohort_coordinator_destroy(server);
     server = NULL;
-    CHECK_OK(cohort_coordinator_create_json(NULL, &server));
+    CHECK_OK(cohort_coordinator_from_json(NULL, &server));
     cohort_coordinator_destroy(server);
     server = NULL;
-    CHECK_ERR(cohort_coordinator_create_json("{\"prot\": 1}", &server), COHORT_ERR_INVALID_ARGUMENT, "\"prot\"");
-    CHECK_ERR(cohort_coordinator_create_json("{\"port\": \"80\"}", &server), COHORT_ERR_INVALID_ARGUMENT, "\"port\"");
-    CHECK_ERR(cohort_coordinator_create_json("[1]", &server), COHORT_ERR_INVALID_ARGUMENT, "object");
-    CHECK_ERR(cohort_coordinator_create_json("{\"etcd\": \"127.0.0.1:1\", \"etcd_prefix\": \"rel\"}", &server),
+    CHECK_ERR(cohort_coordinator_from_json("{\"prot\": 1}", &server), COHORT_ERR_INVALID_ARGUMENT, "\"prot\"");
+    CHECK_ERR(cohort_coordinator_from_json("{\"port\": \"80\"}", &server), COHORT_ERR_INVALID_ARGUMENT, "\"port\"");
+    CHECK_ERR(cohort_coordinator_from_json("[1]", &server), COHORT_ERR_INVALID_ARGUMENT, "object");
+    CHECK_ERR(cohort_coordinator_from_json("{\"etcd\": \"127.0.0.1:1\", \"etcd_prefix\": \"rel\"}", &server),
               COHORT_ERR_INVALID_ARGUMENT, "prefix");
-    CHECK_ERR(cohort_coordinator_create_json("{\"etcd\": \"127.0.0.1:1\", \"data_dir\": \"/tmp/x\"}", &server),
+    CHECK_ERR(cohort_coordinator_from_json("{\"etcd\": \"127.0.0.1:1\", \"data_dir\": \"/tmp/x\"}", &server),
               COHORT_ERR_INVALID_ARGUMENT, "etcd");
     CHECK(server == NULL);
 }

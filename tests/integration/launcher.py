@@ -79,7 +79,7 @@ import sys
 import time
 
 import case_runner
-from coordinator_http import CaseFailed, check
+from coordinator_http import CaseFailed, check, request
 
 CASE_DEADLINE_S = 120.0
 TOLERANCE = 1e-9
