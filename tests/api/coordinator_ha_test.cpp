@@ -204,6 +204,48 @@ TEST(CoordinatorHa, ALeaderWhoseKeyWasTakenCannotWrite) {
     EXPECT_EQ(n.get("/v1/jobs/lost").status, 404u) << "the deposed leader's change reached etcd";
 }
 
+// etcd as users secure it: TLS with a client certificate, and etcd's own
+// users with a role on the prefix.
+TEST(CoordinatorHa, ReplicasSpeakTlsToEtcd) {
+    EtcdCluster etcd(EtcdCluster::Options::with_tls());
+    CoordinatorOptions o = replica_options(etcd, "/cohort/ha-tls", "a");
+    o.etcd = etcd.url(0);
+    o.etcd_ca_file = etcd.tls().ca;
+    o.etcd_cert_file = etcd.tls().client_cert;
+    o.etcd_key_file = etcd.tls().client_key;
+    Coordinator a(o);
+    ASSERT_EQ(wait_for_leader({&a}), 0);
+    HttpClient c(a.port());
+    EXPECT_EQ(c.post("/v1/jobs", R"({"name":"over-tls"})").status, 201u);
+    std::string keys;
+    ASSERT_TRUE(etcd.etcdctl("get --prefix --keys-only /cohort/ha-tls/log/", &keys)) << keys;
+    EXPECT_NE(keys.find("/cohort/ha-tls/log/"), std::string::npos) << keys;
+}
+
+TEST(CoordinatorHa, ReplicasLogInAsAnEtcdUser) {
+    EtcdCluster etcd;
+    ASSERT_TRUE(etcd.etcdctl("user add root --new-user-password=rootpw"));
+    ASSERT_TRUE(etcd.etcdctl("user add coord --new-user-password=coordpw"));
+    ASSERT_TRUE(etcd.etcdctl("role add coordinators"));
+    ASSERT_TRUE(etcd.etcdctl("role grant-permission coordinators readwrite /cohort/ha-auth --prefix=true"));
+    ASSERT_TRUE(etcd.etcdctl("user grant-role coord coordinators"));
+    ASSERT_TRUE(etcd.etcdctl("auth enable"));
+    CoordinatorOptions o = replica_options(etcd, "/cohort/ha-auth", "a");
+    o.etcd_user = "coord";
+    o.etcd_password = "coordpw";
+    Coordinator a(o);
+    ASSERT_EQ(wait_for_leader({&a}), 0);
+    HttpClient c(a.port());
+    EXPECT_EQ(c.post("/v1/jobs", R"({"name":"as-a-user"})").status, 201u);
+    // Without the user, a replica is never elected, and says why.
+    CoordinatorOptions anonymous = replica_options(etcd, "/cohort/ha-auth", "b");
+    Coordinator b(anonymous);
+    std::this_thread::sleep_for(1s);
+    EXPECT_EQ(field(replica_view(b), "role"), "follower");
+    HttpClient to_b(b.port());
+    EXPECT_EQ(to_b.post("/v1/jobs", R"({"name":"x"})").status, 503u);
+}
+
 TEST(CoordinatorHa, SettingsThatCannotWorkAreRefused) {
     EtcdCluster etcd;
     CoordinatorOptions both = replica_options(etcd, "/cohort/ha-bad", "a");
