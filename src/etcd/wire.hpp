@@ -15,7 +15,9 @@
 
 namespace cohort::etcd {
 
-inline std::string base64_encode(std::string_view bytes) { return detail::base64_encode(bytes); }
+inline std::string base64_encode(std::string_view bytes) {
+    return detail::base64_encode(bytes);
+}
 // Lenient, as the gateway may write either alphabet and drop the padding.
 // Empty on text that is not base64.
 inline std::optional<std::string> base64_decode(std::string_view text) {

@@ -30,7 +30,8 @@ TEST(Base64, EncodesTheRfc4648Vectors) {
 TEST(Base64, RoundTripsEveryByteInBothForms) {
     const std::string all = every_byte();
     for (const auto form : {Base64Form::canonical, Base64Form::lenient}) {
-        for (std::size_t n = 0; n <= 8; ++n) EXPECT_EQ(base64_decode(base64_encode(all.substr(0, n)), form), all.substr(0, n));
+        for (std::size_t n = 0; n <= 8; ++n)
+            EXPECT_EQ(base64_decode(base64_encode(all.substr(0, n)), form), all.substr(0, n));
         for (std::size_t start = 0; start < 3; ++start)
             EXPECT_EQ(base64_decode(base64_encode(all.substr(start)), form), all.substr(start));
     }
@@ -38,16 +39,16 @@ TEST(Base64, RoundTripsEveryByteInBothForms) {
 
 TEST(Base64, CanonicalRefusesEveryOtherSpelling) {
     for (const char* text : {
-             "AP+",        // no padding
-             "AP+B=",      // not a multiple of four
-             "QR==",       // non-zero bits under the padding
-             "QUI=A===",   // '=' before the end
-             "QQ=A",       // data after padding
-             "Q===",       // three '='
-             "====",       // padding only
-             "AP-_",       // URL-safe alphabet
-             "a*b=",       // not in any alphabet
-             "Zm9v\n",     // white space
+             "AP+",       // no padding
+             "AP+B=",     // not a multiple of four
+             "QR==",      // non-zero bits under the padding
+             "QUI=A===",  // '=' before the end
+             "QQ=A",      // data after padding
+             "Q===",      // three '='
+             "====",      // padding only
+             "AP-_",      // URL-safe alphabet
+             "a*b=",      // not in any alphabet
+             "Zm9v\n",    // white space
          }) {
         EXPECT_FALSE(base64_decode(text).has_value()) << text;
     }

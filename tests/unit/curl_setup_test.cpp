@@ -1,7 +1,7 @@
 // core/curl_setup: libcurl starts once, and the sockets of a handle set up
 // with it are close-on-exec (a worker cohort-run starts must not inherit them).
-#include "core/cloexec.hpp"
 #include "core/curl_setup.hpp"
+#include "core/cloexec.hpp"
 
 #include <gtest/gtest.h>
 

@@ -6,9 +6,9 @@
 // (waitid with WNOWAIT, as LocalScheduler): no slurmctld round trip, no
 // polling of squeue. What srun wrote on stderr says why, beyond its status
 // (step_outcome.hpp).
+#include "elastic/reap.hpp"
 #include "elastic/slurm/srun_relay.hpp"
 #include "elastic/slurm/step_outcome.hpp"
-#include "elastic/reap.hpp"
 #include "elastic/spawn.hpp"
 
 #include "core/subprocess.hpp"
