@@ -1,10 +1,8 @@
 // The local scheduler: workers as process groups on this machine.
 //
-// Each worker is the leader of its own process group. Its exit is seen with
-// waitid(WNOWAIT), which leaves it a zombie: while it is one its pid (the
-// group's id) cannot be reused, so what is left of its group can be killed
-// safely before the zombie is reaped. Only our own workers' pids are
-// waited for, never -1, so other children of the launcher are left alone.
+// Each worker is the leader of its own process group, reaped as
+// elastic/reap.hpp says.
+#include "elastic/reap.hpp"
 #include "elastic/spawn.hpp"
 
 #include <cohort/error.hpp>
@@ -13,12 +11,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <thread>
 #include <utility>
 
 #include <signal.h>
-#include <sys/wait.h>
 
 namespace cohort {
 
@@ -42,15 +37,6 @@ struct Worker {
     bool stopping = false;  // we asked it to stop
 };
 
-// True once the worker's leader has exited (it is a zombie now, or gone).
-bool has_exited(pid_t pid) {
-    siginfo_t info{};
-    for (;;) {
-        if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0) return info.si_pid != 0;
-        if (errno != EINTR) return true;  // ECHILD: someone else reaped it
-    }
-}
-
 }  // namespace
 
 struct LocalScheduler::Impl {
@@ -62,16 +48,11 @@ struct LocalScheduler::Impl {
     // Kills what is left of the exited worker's group, reaps it and records
     // how it ended.
     void reap(const std::string& id, const Worker& worker) {
-        ::killpg(worker.pid, SIGKILL);
         WorkerExit exit;
         exit.id = id;
         exit.stopped = worker.stopping;
-        int status = 0;
-        pid_t r;
-        do r = ::waitpid(worker.pid, &status, 0);
-        while (r < 0 && errno == EINTR);
-        if (r == worker.pid) {
-            detail::describe_status(status, exit);
+        if (const auto status = detail::kill_group_and_reap(worker.pid)) {
+            detail::describe_status(*status, exit);
         } else {
             exit.exit_code = -1;
             exit.message = "exit status unknown: the process was reaped elsewhere (is SIGCHLD ignored?)";
@@ -81,31 +62,12 @@ struct LocalScheduler::Impl {
     }
 
     void reap_exited() {
-        for (auto it = workers.begin(); it != workers.end();) {
-            if (has_exited(it->second.pid)) {
-                reap(it->first, it->second);
-                it = workers.erase(it);
-            } else {
-                ++it;
-            }
-        }
-    }
-
-    bool any_left(const std::vector<std::string>& ids) const {
-        for (const std::string& id : ids)
-            if (workers.contains(id)) return true;
-        return false;
+        detail::reap_exited(workers, [this](const std::string& id, const Worker& worker) { reap(id, worker); });
     }
 
     // Waits until none of `ids` runs or `until` passes, reaping as they end.
     void wait_for(const std::vector<std::string>& ids, Clock::time_point until) {
-        auto pause = std::chrono::milliseconds(1);
-        for (;;) {
-            reap_exited();
-            if (!any_left(ids) || Clock::now() >= until) return;
-            std::this_thread::sleep_for(pause);
-            pause = std::min(pause * 2, std::chrono::milliseconds(20));
-        }
+        detail::wait_for_exits(workers, ids, until, [this] { reap_exited(); });
     }
 
     void stop_many(const std::vector<std::string>& ids, std::chrono::milliseconds wait) {

@@ -3,8 +3,8 @@
 // reader that splits a watch's chunked body into JSON messages.
 #include "etcd/http.hpp"
 
+#include "core/curl_setup.hpp"
 #include "etcd/answer.hpp"
-
 
 #include <cohort/error.hpp>
 
@@ -19,29 +19,11 @@
 
 #include <fmt/format.h>
 
-#include <sys/socket.h>
-
 namespace cohort::etcd {
 
 namespace json = boost::json;
 
 namespace {
-
-void global_init() {
-    static std::once_flag once;
-    std::call_once(once, [] {
-        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-            throw Error(Errc::internal, "etcd client: curl_global_init failed");
-        }
-    });
-}
-
-// libcurl's own socket() has no SOCK_CLOEXEC: a worker that cohort-run
-// starts while a connection is open would inherit it (core/cloexec.hpp).
-curl_socket_t open_cloexec_socket(void*, curlsocktype, curl_sockaddr* address) {
-    const int fd = ::socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
-    return fd < 0 ? CURL_SOCKET_BAD : fd;
-}
 
 struct HeaderList {
     curl_slist* list = nullptr;
@@ -149,7 +131,7 @@ struct EtcdHttp::Outcome {
 };
 
 EtcdHttp::EtcdHttp(EtcdConfig config) : config_(std::move(config)) {
-    global_init();
+    detail::curl_global_setup("etcd client");
     check_config(config_, "etcd client");
     auth_enabled_ = !config_.user.empty();
 }
@@ -205,7 +187,7 @@ EtcdHttp::Outcome EtcdHttp::attempt(std::size_t endpoint, std::string_view path,
     const auto connect = std::min(left, config_.connect_timeout);
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_cloexec_socket);
+    detail::curl_open_sockets_cloexec(h);
     curl_easy_setopt(h, CURLOPT_PROXY, "");  // etcd is reached directly
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<int64_t>(timeout.count(), 1)));
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::max<int64_t>(connect.count(), 1)));

@@ -1,4 +1,4 @@
-// Base64 and the readers of etcd's gateway JSON.
+// The readers of etcd's gateway JSON.
 #include "etcd/wire.hpp"
 
 #include "core/text.hpp"
@@ -14,17 +14,6 @@ namespace cohort::etcd {
 namespace json = boost::json;
 
 namespace {
-
-constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-int sextet(char c) {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
-    return -1;
-}
 
 [[noreturn]] void bad(std::string_view where, std::string_view what) {
     throw Error(Errc::parse, fmt::format("{}: {}", where, what));
@@ -46,50 +35,6 @@ std::string bytes_field(const json::object& message, std::string_view field, std
 }
 
 }  // namespace
-
-std::string base64_encode(std::string_view bytes) {
-    std::string out;
-    out.reserve((bytes.size() + 2) / 3 * 4);
-    std::size_t i = 0;
-    for (; i + 3 <= bytes.size(); i += 3) {
-        const uint32_t n = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) |
-                           uint32_t(uint8_t(bytes[i + 2]));
-        out += kAlphabet[(n >> 18) & 63];
-        out += kAlphabet[(n >> 12) & 63];
-        out += kAlphabet[(n >> 6) & 63];
-        out += kAlphabet[n & 63];
-    }
-    const std::size_t rest = bytes.size() - i;
-    if (rest > 0) {
-        uint32_t n = uint32_t(uint8_t(bytes[i])) << 16;
-        if (rest == 2) n |= uint32_t(uint8_t(bytes[i + 1])) << 8;
-        out += kAlphabet[(n >> 18) & 63];
-        out += kAlphabet[(n >> 12) & 63];
-        out += rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
-        out += '=';
-    }
-    return out;
-}
-
-std::optional<std::string> base64_decode(std::string_view text) {
-    while (!text.empty() && text.back() == '=') text.remove_suffix(1);
-    if (text.size() % 4 == 1) return std::nullopt;
-    std::string out;
-    out.reserve(text.size() * 3 / 4);
-    uint32_t bits = 0;
-    int count = 0;
-    for (const char c : text) {
-        const int s = sextet(c);
-        if (s < 0) return std::nullopt;
-        bits = (bits << 6) | uint32_t(s);
-        count += 6;
-        if (count >= 8) {
-            count -= 8;
-            out += static_cast<char>((bits >> count) & 0xff);
-        }
-    }
-    return out;
-}
 
 int64_t read_int64(const json::object& message, std::string_view field, std::string_view where) {
     const auto* v = message.if_contains(field);

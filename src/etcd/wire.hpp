@@ -2,6 +2,8 @@
 // values travel base64-encoded, 64-bit integers as decimal strings.
 #pragma once
 
+#include "core/base64.hpp"
+
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
@@ -13,9 +15,14 @@
 
 namespace cohort::etcd {
 
-std::string base64_encode(std::string_view bytes);
+inline std::string base64_encode(std::string_view bytes) {
+    return detail::base64_encode(bytes);
+}
+// Lenient, as the gateway may write either alphabet and drop the padding.
 // Empty on text that is not base64.
-std::optional<std::string> base64_decode(std::string_view text);
+inline std::optional<std::string> base64_decode(std::string_view text) {
+    return detail::base64_decode(text, detail::Base64Form::lenient);
+}
 
 // mvccpb.KeyValue.
 struct KeyValue {

@@ -162,12 +162,9 @@ TEST(CoordinatorSettings, BytesInJson) {
     const std::string binary("\x00\xff\x80", 3);
     EXPECT_EQ(bytes_to_json(binary).at("base64"), "AP+A");
     EXPECT_EQ(bytes_from_json(bytes_to_json(binary), "v", Errc::parse), binary);
-    for (std::string s : {"", "a", "ab", "abc", "abcd"}) EXPECT_EQ(base64_decode(base64_encode(s)), s);
-    EXPECT_FALSE(base64_decode("AP+"));
-    EXPECT_FALSE(
-        base64_decode("AP+B"
-                      "="));
-    EXPECT_FALSE(base64_decode("QR=="));    // non-zero bits under the padding
+    // Only the canonical spelling is read back (core/base64, tested there).
+    expect_error([] { bytes_from_json(parse_json(R"({"base64": "QR=="})"), "v", Errc::parse); }, Errc::parse,
+                 "v: base64: is not valid base64");
     EXPECT_FALSE(is_utf8("\xc0\xaf"));      // overlong '/'
     EXPECT_FALSE(is_utf8("\xed\xa0\x80"));  // a surrogate
     EXPECT_TRUE(is_utf8("h\xc3\xa9llo \xf0\x9f\x98\x80"));

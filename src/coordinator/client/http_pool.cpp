@@ -2,6 +2,8 @@
 // flight, reused afterwards so its connection stays open.
 #include "coordinator/client/http_pool.hpp"
 
+#include "core/curl_setup.hpp"
+
 #include <cohort/error.hpp>
 
 #include <curl/curl.h>
@@ -15,30 +17,11 @@
 
 #include <fmt/format.h>
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 namespace cohort::coord::client {
 
 namespace {
-
-// libcurl's global state is set up once per process and never torn down:
-// other threads may still hold handles when static destructors run.
-void global_init() {
-    static std::once_flag once;
-    std::call_once(once, [] {
-        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-            throw Error(Errc::internal, "coordinator client: curl_global_init failed");
-        }
-    });
-}
-
-// libcurl's own socket() has no SOCK_CLOEXEC: a worker that cohort-run
-// started while this connection was open would keep it (core/cloexec.hpp).
-curl_socket_t open_cloexec_socket(void*, curlsocktype, curl_sockaddr* address) {
-    const int fd = ::socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
-    return fd < 0 ? CURL_SOCKET_BAD : fd;
-}
 
 size_t append_body(char* data, size_t size, size_t count, void* user) {
     static_cast<std::string*>(user)->append(data, size * count);
@@ -117,7 +100,7 @@ std::string new_idempotency_key() {
 }
 
 HttpPool::HttpPool(std::string base_url, std::string token) : base_url_(std::move(base_url)) {
-    global_init();
+    detail::curl_global_setup("coordinator client");
     if (!token.empty()) authorization_ = "Authorization: Bearer " + token;
 }
 
@@ -168,7 +151,7 @@ HttpReply HttpPool::perform(std::string_view method, const std::string& target, 
     const long timeout_ms = static_cast<long>(std::clamp<int64_t>(timeout.count(), 1, int64_t(24) * 3600 * 1000));
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_cloexec_socket);
+    detail::curl_open_sockets_cloexec(h);
     curl_easy_setopt(h, CURLOPT_PROXY, "");  // the coordinator is reached directly
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);

@@ -5,7 +5,6 @@
 
 #include <cohort/error.hpp>
 
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,9 +16,6 @@ bool is_utf8(std::string_view bytes);
 // The length of the UTF-8 sequence that starts at bytes[i] (i < size), or 0
 // when none does there.
 std::size_t utf8_sequence(std::string_view bytes, std::size_t i);
-std::string base64_encode(std::string_view bytes);
-// Empty when `text` is not canonical base64 (padding included).
-std::optional<std::string> base64_decode(std::string_view text);
 
 boost::json::value bytes_to_json(std::string_view bytes);
 // Error(code) naming `where` for anything but the two forms above.

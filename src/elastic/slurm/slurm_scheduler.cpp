@@ -6,6 +6,7 @@
 // (waitid with WNOWAIT, as LocalScheduler): no slurmctld round trip, no
 // polling of squeue. What srun wrote on stderr says why, beyond its status
 // (step_outcome.hpp).
+#include "elastic/reap.hpp"
 #include "elastic/slurm/srun_relay.hpp"
 #include "elastic/slurm/step_outcome.hpp"
 #include "elastic/spawn.hpp"
@@ -50,14 +51,6 @@ struct Step {
     bool stopping = false;
     std::unique_ptr<detail::SrunRelay> relay;
 };
-
-bool has_exited(pid_t pid) {
-    siginfo_t info{};
-    for (;;) {
-        if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0) return info.si_pid != 0;
-        if (errno != EINTR) return true;
-    }
-}
 
 std::string join(const std::vector<std::string>& items, std::string_view sep = ",") {
     std::string out;
@@ -161,20 +154,17 @@ struct SlurmScheduler::Impl {
     }
 
     void reap(const std::string& id, Step& step) {
-        ::killpg(step.pid, SIGKILL);  // srun is its group's leader; nothing of it may linger
-        int status = 0;
-        pid_t r;
-        do r = ::waitpid(step.pid, &status, 0);
-        while (r < 0 && errno == EINTR);
+        // srun is its group's leader; nothing of it may linger.
+        const std::optional<int> status = detail::kill_group_and_reap(step.pid);
         const std::vector<std::string> lines = step.relay ? step.relay->finish(relay_wait) : std::vector<std::string>{};
         WorkerExit exit;
         exit.id = id;
         exit.stopped = step.stopping;
-        if (r != step.pid) {
+        if (!status) {
             exit.exit_code = -1;
             exit.message = "exit status unknown: srun was reaped elsewhere (is SIGCHLD ignored?)";
         } else {
-            detail::describe_step(status, lines, step.node, exit);
+            detail::describe_step(*status, lines, step.node, exit);
         }
         if (!exit.stopped && !exit.succeeded() && exit.cause == ExitCause::none &&
             !detail::task_status_reported(lines) && node_down(step.node)) {
@@ -194,14 +184,7 @@ struct SlurmScheduler::Impl {
     }
 
     void reap_exited() {
-        for (auto it = steps.begin(); it != steps.end();) {
-            if (has_exited(it->second.pid)) {
-                reap(it->first, it->second);
-                it = steps.erase(it);
-            } else {
-                ++it;
-            }
-        }
+        detail::reap_exited(steps, [this](const std::string& id, Step& step) { reap(id, step); });
     }
 
     bool any_left(const std::vector<std::string>& ids) const {
@@ -209,13 +192,7 @@ struct SlurmScheduler::Impl {
     }
 
     void wait_for(const std::vector<std::string>& ids, Clock::time_point until) {
-        auto pause = std::chrono::milliseconds(1);
-        for (;;) {
-            reap_exited();
-            if (!any_left(ids) || Clock::now() >= until) return;
-            std::this_thread::sleep_for(pause);
-            pause = std::min(pause * 2, std::chrono::milliseconds(20));
-        }
+        detail::wait_for_exits(steps, ids, until, [this] { reap_exited(); });
     }
 
     void signal(const std::vector<std::string>& ids, int sig) {
