@@ -45,7 +45,9 @@ std::optional<MasterAddress> Launcher::start_rank0_pod(Slot& rank0, uint64_t gen
         if (log_.now() >= next_beat) {
             for (Slot& s : slots_) {
                 cohort::HeartbeatReply r;
-                if (!beat(s, generation, &r) || r.rendezvous || r.generation != generation) return std::nullopt;
+                const Beat b = beat(s, generation, &r);
+                if (b == Beat::unanswered) continue;  // the coordinator away for a moment: ask again
+                if (b == Beat::gone || r.rendezvous || r.generation != generation) return std::nullopt;
             }
             next_beat = log_.now() + std::min(0.25, o_.heartbeat_interval / 2);
         }
