@@ -116,7 +116,8 @@ std::string new_idempotency_key() {
     return fmt::format("{:016x}{:016x}", high, low);
 }
 
-HttpPool::HttpPool(std::string base_url, std::string token) : base_url_(std::move(base_url)) {
+HttpPool::HttpPool(std::string base_url, std::string token, HttpTls tls)
+    : base_url_(std::move(base_url)), tls_(std::move(tls)) {
     global_init();
     if (!token.empty()) authorization_ = "Authorization: Bearer " + token;
 }
@@ -180,6 +181,11 @@ HttpReply HttpPool::perform(std::string_view method, const std::string& target, 
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, read_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &reply.leader);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.list);
+    // The server is always verified (peer and host name); these only say
+    // against what, and what this client offers.
+    if (!tls_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, tls_.ca_file.c_str());
+    if (!tls_.cert_file.empty()) curl_easy_setopt(h, CURLOPT_SSLCERT, tls_.cert_file.c_str());
+    if (!tls_.key_file.empty()) curl_easy_setopt(h, CURLOPT_SSLKEY, tls_.key_file.c_str());
     const std::string verb(method);
     if (verb == "GET") {
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
@@ -196,7 +202,23 @@ HttpReply HttpPool::perform(std::string_view method, const std::string& target, 
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
     if (rc != CURLE_OK) {
-        const std::string detail = error[0] != '\0' ? std::string(error) : std::string(curl_easy_strerror(rc));
+        std::string detail = error[0] != '\0' ? std::string(error) : std::string(curl_easy_strerror(rc));
+        // A server that cannot be verified stays so: no retry helps.
+        if (rc == CURLE_PEER_FAILED_VERIFICATION) {
+            throw Error(Errc::permission_denied,
+                        fmt::format("coordinator client: {} is not trusted: {} (curl error {}); give the CA that "
+                                    "signed its certificate (tls_ca_file, $COHORT_COORDINATOR_CACERT)",
+                                    base_url_, detail, static_cast<int>(rc)));
+        }
+        if (rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_SSL_CERTPROBLEM) {
+            throw Error(Errc::invalid_argument,
+                        fmt::format("coordinator client: the TLS files for {} cannot be used: {} (curl error {})",
+                                    base_url_, detail, static_cast<int>(rc)));
+        }
+        if (detail.find("certificate") != std::string::npos || detail.find("alert") != std::string::npos) {
+            detail += "; the coordinator may want a client certificate (tls_cert_file and tls_key_file, "
+                      "$COHORT_COORDINATOR_CERT and $COHORT_COORDINATOR_KEY) signed by its client CA";
+        }
         throw TransportError(fmt::format("{} (curl error {})", detail, static_cast<int>(rc)),
                              rc == CURLE_OPERATION_TIMEDOUT);
     }
