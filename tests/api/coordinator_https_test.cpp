@@ -19,6 +19,10 @@
 #include <filesystem>
 #include <string>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 namespace cohort::test {
@@ -179,6 +183,36 @@ TEST(CoordinatorHttps, PlainHttpOnTheHttpsPortIsToldToUseHttps) {
     const std::string why = error_message(Errc::invalid_argument, [&] { c.create_job("x", one_node()); });
     EXPECT_THAT(why, HasSubstr("HTTPS only"));
     EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);  // told, not left to time out
+}
+
+// A client that starts a handshake and never finishes it is closed after
+// idle_timeout (2 s here), while others are still served.
+TEST(CoordinatorHttps, AStalledHandshakeIsClosedAfterTheIdleTimeout) {
+    Coordinator server(https_server(false));
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(server.port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const unsigned char record_start[] = {0x16, 0x03, 0x01, 0x00, 0x80};  // a ClientHello's header, no more
+    ASSERT_EQ(::send(fd, record_start, sizeof record_start, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof record_start));
+    const auto started = std::chrono::steady_clock::now();
+
+    CoordinatorClient c(server.url(), client(pki().good.ca));
+    c.create_job("meanwhile", one_node());  // the stalled one holds nobody up
+
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 5000);
+    char byte = 0;
+    const ssize_t n = ready > 0 ? ::recv(fd, &byte, 1, 0) : -2;
+    const auto waited = std::chrono::steady_clock::now() - started;
+    ::close(fd);
+    ASSERT_EQ(ready, 1) << "not closed within 5 s";
+    EXPECT_LE(n, 0);  // end of stream or reset: no answer
+    EXPECT_GE(waited, 1500ms);
+    EXPECT_LE(waited, 4000ms);
 }
 
 TEST(CoordinatorHttps, BadServerFilesAreNamedAtConstruction) {
