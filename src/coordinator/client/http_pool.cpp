@@ -215,9 +215,16 @@ HttpReply HttpPool::perform(std::string_view method, const std::string& target, 
                         fmt::format("coordinator client: the TLS files for {} cannot be used: {} (curl error {})",
                                     base_url_, detail, static_cast<int>(rc)));
         }
-        if (detail.find("certificate") != std::string::npos || detail.find("alert") != std::string::npos) {
-            detail += "; the coordinator may want a client certificate (tls_cert_file and tls_key_file, "
-                      "$COHORT_COORDINATOR_CERT and $COHORT_COORDINATOR_KEY) signed by its client CA";
+        // A TLS alert from the server (certificate required, unknown CA,
+        // bad certificate) is its verdict on this client: the same on
+        // every try.
+        if ((rc == CURLE_RECV_ERROR || rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_SEND_ERROR) &&
+            detail.find(" alert ") != std::string::npos) {
+            throw Error(Errc::permission_denied,
+                        fmt::format("coordinator client: {} refused this client's TLS: {} (curl error {}); it may "
+                                    "want a client certificate signed by its client CA (tls_cert_file and "
+                                    "tls_key_file, $COHORT_COORDINATOR_CERT and $COHORT_COORDINATOR_KEY)",
+                                    base_url_, detail, static_cast<int>(rc)));
         }
         throw TransportError(fmt::format("{} (curl error {})", detail, static_cast<int>(rc)),
                              rc == CURLE_OPERATION_TIMEDOUT);
