@@ -81,9 +81,11 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 
 import case_runner
 from coordinator_http import CaseFailed, check
@@ -731,8 +733,17 @@ def case_https(tools, workdir):
                             [tools.train, *flags, "--weights-out", weights], coordinator=url)
         check_done(launcher, launcher.wait(90), 0)
         diff = check_trained(launcher, weights, ref)
-        print(f"https: trained through {url} under mutual TLS; weights within {diff:.3g} of the reference",
-              flush=True)
+        # The refused handshake was counted.
+        context = ssl.create_default_context(cafile=files["ca.pem"])
+        context.load_cert_chain(files["client.pem"], files["client.key"])
+        with urllib.request.urlopen(url + "/metrics", context=context, timeout=10) as answer:
+            metrics = answer.read().decode()
+        counted = [line for line in metrics.splitlines()
+                   if line.startswith('cohort_coordinator_connections_refused_total{reason="tls_handshake"}')]
+        check(counted and float(counted[0].split()[-1]) >= 1,
+              f"https: the refused handshake is not counted in /metrics: {counted}")
+        print(f"https: trained through {url} under mutual TLS; weights within {diff:.3g} of the reference; "
+              f"{counted[0]}", flush=True)
     finally:
         for k, v in saved.items():
             if v is None:
