@@ -29,6 +29,7 @@ constexpr const char* kHelp = R"help(usage: cohort-coordinator [--host HOST] [--
                           [--crowded-idle-timeout SECONDS] [--keep-fd-limit]
                           [--max-members N]
                           [--idempotency-window SECONDS] [--idempotency-keys N]
+                          [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
                           [--etcd ENDPOINTS [--etcd-prefix P] [--etcd-cacert FILE]
                            [--etcd-cert FILE --etcd-key FILE] [--etcd-user USER
                            --etcd-password-file FILE] [--leader-ttl SECONDS]
@@ -74,6 +75,15 @@ options:
       --max-members N    members held across all jobs (failed and departed
                          ones too, until their job is deleted); a join past
                          it gets 503 (default 100000; 0: no cap)
+
+HTTPS (docs/coordinator.md, "HTTPS"):
+      --tls-cert FILE, --tls-key FILE
+                         serve HTTPS only, with this certificate (PEM, its
+                         chain after it) and private key (PEM); the URL
+                         printed is https://
+      --tls-client-ca FILE
+                         mutual TLS: every client must present a
+                         certificate signed by the CA in FILE (PEM)
 
 high availability (docs/coordinator.md, "High availability"): run 2 or 3
 replicas with the same --etcd and --etcd-prefix; one is elected leader, the
@@ -193,6 +203,12 @@ std::optional<cohort::CoordinatorOptions> parse_options(int argc, char** argv) {
             options.etcd = args.value();
         } else if (arg == "--etcd-prefix") {
             options.etcd_prefix = args.value();
+        } else if (arg == "--tls-cert") {
+            options.tls_cert_file = args.value();
+        } else if (arg == "--tls-key") {
+            options.tls_key_file = args.value();
+        } else if (arg == "--tls-client-ca") {
+            options.tls_client_ca_file = args.value();
         } else if (arg == "--etcd-cacert") {
             options.etcd_ca_file = args.value();
         } else if (arg == "--etcd-cert") {

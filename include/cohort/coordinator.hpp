@@ -83,6 +83,12 @@ struct COHORT_API CoordinatorOptions {
     // A change not yet in etcd after this long is answered 503 (etcd is
     // unreachable); the client retries with the same Idempotency-Key.
     std::chrono::milliseconds etcd_write_timeout{2000};
+    // HTTPS (docs/coordinator.md, "HTTPS"): with a certificate and its key
+    // (PEM files, both or neither) the port speaks only HTTPS and url() is
+    // https://. With tls_client_ca_file as well, every client must present
+    // a certificate signed by that CA (mutual TLS). A bad file is an
+    // Error(invalid_argument) from the constructor naming it.
+    std::string tls_cert_file, tls_key_file, tls_client_ca_file;
     // Seconds on a clock that survives restarts; Unix time by default. Tests
     // inject their own to make time pass.
     std::function<double()> clock;
@@ -98,7 +104,7 @@ public:
     ~Coordinator();  // stops and joins
 
     uint16_t port() const;
-    std::string url() const;  // "http://127.0.0.1:PORT"
+    std::string url() const;  // "http://127.0.0.1:PORT" (https:// with TLS)
     // Closes every connection and the listening socket; waits for the
     // server's thread. Idempotent.
     void stop();

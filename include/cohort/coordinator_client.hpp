@@ -37,6 +37,12 @@ struct COHORT_API CoordinatorClientOptions {
     std::chrono::milliseconds retry_deadline{std::chrono::seconds(30)};
     std::chrono::milliseconds initial_backoff{std::chrono::milliseconds(50)};
     std::chrono::milliseconds max_backoff{std::chrono::seconds(2)};
+    // HTTPS (docs/coordinator.md, "HTTPS"), PEM files: the CA that signed
+    // the coordinator's certificate (empty: the system's CAs), and for
+    // mutual TLS this client's certificate and key (both or neither).
+    // Default to $COHORT_COORDINATOR_CACERT, $COHORT_COORDINATOR_CERT and
+    // $COHORT_COORDINATOR_KEY. The server is always verified.
+    std::string tls_ca_file, tls_cert_file, tls_key_file;
 };
 
 // Thread-safe: calls may overlap (each takes a pooled connection). Errors

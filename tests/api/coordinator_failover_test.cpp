@@ -317,7 +317,7 @@ TEST(CoordinatorFailover, BadListsAreRefusedSayingWhatAndWhere) {
     };
     EXPECT_THAT(message(""), HasSubstr("empty"));
     EXPECT_THAT(message("http://a:1,,http://b:2"), HasSubstr("entry 2 is empty"));
-    EXPECT_THAT(message("http://a:1,https://b:2"), HasSubstr("entry 2 ('https://b:2') scheme 'https' is not http"));
+    EXPECT_THAT(message("http://a:1,ftp://b:2"), HasSubstr("entry 2 ('ftp://b:2') scheme 'ftp' is not http or https"));
     EXPECT_THAT(message("http://a:1,b:2"), HasSubstr("entry 2 ('b:2') has no http://"));
     EXPECT_THAT(message("http://a:1,http://b"), HasSubstr("entry 2 ('http://b') has no port"));
     EXPECT_THAT(message("http://a:1,http://a:1/"), HasSubstr("listed twice"));

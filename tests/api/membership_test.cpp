@@ -513,7 +513,7 @@ TEST(MembershipEnv, ErrorsNameTheVariableAndValue) {
     EXPECT_THAT(message(), HasSubstr("COHORT_JOB is not set"));
     env.set("COHORT_JOB", "train");
 
-    for (const char* bad : {"https://c:80", "c", "c:0", "c:http", "http://c:80/v1", ":80"}) {
+    for (const char* bad : {"ftp://c:80", "c", "c:0", "c:http", "http://c:80/v1", ":80"}) {
         env.set("COHORT_COORDINATOR", bad);
         EXPECT_THAT(message(), HasSubstr(std::string("COHORT_COORDINATOR='") + bad + "'"));
     }

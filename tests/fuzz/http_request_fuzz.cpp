@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     options.clock = [&clock] { return clock += 0.25; };
     Coordinator::Impl server(options);
     auto session = std::make_shared<Coordinator::Impl::HttpSession>(server, asio::ip::tcp::socket(server.io), 1,
-                                                                    "127.0.0.1");
+                                                                    "127.0.0.1", nullptr);
     std::string_view rest = in.rest();
     for (int n = 0; n < kMaxRequests && !rest.empty(); ++n) {
         http::request_parser<http::string_body> parser;

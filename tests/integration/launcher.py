@@ -58,6 +58,13 @@ events file (JSON lines), never by timing beyond generous bounds. Cases:
                     again (a `rejoining` event) instead of waiting out the
                     60 s for a round that cannot admit failed ids; one world
                     of the 4, both launchers exit 0 (chaos soak, finding 6)
+  https             a cohort-coordinator with --tls-cert/--tls-key/
+                    --tls-client-ca (certificates made here with openssl),
+                    cohort-run --coordinator https://... with
+                    COHORT_COORDINATOR_CACERT/_CERT/_KEY: the launcher and its
+                    two workers (their store coordinator+https://) train to
+                    the reference's weights, exit 0; without the client
+                    certificate, cohort-run fails naming it
 
     launcher.py --run PATH --train PATH [CASE...]
     launcher.py BUILD_DIR [CASE...]
@@ -74,9 +81,11 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 
 import case_runner
 from coordinator_http import CaseFailed, check, request
@@ -679,10 +688,77 @@ def case_failed_waiting(tools, workdir):
         server.stdout.close()
 
 
+def make_certificates(workdir):
+    """A CA, a server certificate for 127.0.0.1 and a client certificate."""
+    with open(os.path.join(workdir, "cert.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n")
+    script = ("set -e; openssl ecparam -name prime256v1 -genkey -noout -out ca.key;"
+              " openssl req -x509 -new -key ca.key -subj /CN=cohort-test-ca -days 2 -out ca.pem;"
+              " for n in server client; do openssl ecparam -name prime256v1 -genkey -noout -out $n.key;"
+              " openssl req -new -key $n.key -subj /CN=$n -out $n.csr;"
+              " openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2"
+              " -extfile cert.ext -out $n.pem; done")
+    subprocess.run(["bash", "-c", script], cwd=workdir, check=True, capture_output=True, timeout=60)
+    return {n: os.path.join(workdir, n) for n in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key")}
+
+
+def case_https(tools, workdir):
+    """cohort-run and its workers reach a coordinator over mutual TLS with
+    the files named in the environment."""
+    exe = os.path.join(os.path.dirname(tools.run), "cohort-coordinator")
+    check(os.access(exe, os.X_OK), f"https: no cohort-coordinator next to cohort-run ({exe})")
+    files = make_certificates(workdir)
+    with open(os.path.join(workdir, "coordinator.err"), "wb") as err:
+        server = subprocess.Popen([exe, "--port", "0", "--tls-cert", files["server.pem"], "--tls-key",
+                                   files["server.key"], "--tls-client-ca", files["ca.pem"]],
+                                  stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
+    saved = {k: os.environ.get(k) for k in ("COHORT_COORDINATOR_CACERT", "COHORT_COORDINATOR_CERT",
+                                            "COHORT_COORDINATOR_KEY")}
+    try:
+        url = server.stdout.readline().decode().strip()
+        check(url.startswith("https://"), f"https: the coordinator did not start on https:// (got {url!r}, "
+                                          f"exit {server.poll()})")
+        # Without a client certificate: refused, and told why.
+        os.environ["COHORT_COORDINATOR_CACERT"] = files["ca.pem"]
+        r = subprocess.run([tools.run, "--coordinator", url, "--job", "nocert", "--nproc-per-node", "1",
+                            "--", "/bin/true"], capture_output=True, text=True, timeout=90)
+        check(r.returncode != 0 and "client certificate" in r.stderr,
+              f"https: cohort-run without a client certificate: exit {r.returncode}, stderr {r.stderr[-600:]!r}")
+        os.environ["COHORT_COORDINATOR_CERT"] = files["client.pem"]
+        os.environ["COHORT_COORDINATOR_KEY"] = files["client.key"]
+        flags = ["--epochs", "2", "--shards", "16", "--step-ms", "10"]
+        ref = reference(tools, workdir, flags)
+        weights = os.path.join(workdir, "weights.json")
+        launcher = Launcher(tools, workdir, "tls", [*JOB_FLAGS, "--nproc-per-node", "2", "--job", "tls"],
+                            [tools.train, *flags, "--weights-out", weights], coordinator=url)
+        check_done(launcher, launcher.wait(90), 0)
+        diff = check_trained(launcher, weights, ref)
+        # The refused handshake was counted.
+        context = ssl.create_default_context(cafile=files["ca.pem"])
+        context.load_cert_chain(files["client.pem"], files["client.key"])
+        with urllib.request.urlopen(url + "/metrics", context=context, timeout=10) as answer:
+            metrics = answer.read().decode()
+        counted = [line for line in metrics.splitlines()
+                   if line.startswith('cohort_coordinator_connections_refused_total{reason="tls_handshake"}')]
+        check(counted and float(counted[0].split()[-1]) >= 1,
+              f"https: the refused handshake is not counted in /metrics: {counted}")
+        print(f"https: trained through {url} under mutual TLS; weights within {diff:.3g} of the reference; "
+              f"{counted[0]}", flush=True)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.kill()
+        server.wait()
+        server.stdout.close()
+
+
 CASES = {"signals": case_signals, "exit_codes": case_exit_codes, "budget_blacklist": case_budget_blacklist,
          "straggler": case_straggler, "hang": case_hang, "skip_collective": case_skip_collective,
          "restart_all": case_restart_all, "two_nodes": case_two_nodes, "replica_list": case_replica_list,
-         "failed_waiting": case_failed_waiting}
+         "failed_waiting": case_failed_waiting, "https": case_https}
 
 
 def clean_up():

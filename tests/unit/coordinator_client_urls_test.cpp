@@ -40,6 +40,7 @@ TEST(CoordinatorUrlSet, ReadsOneUrlAListAndEtcd) {
 TEST(CoordinatorUrlSet, StoreAddressesAndHosts) {
     EXPECT_EQ(store_address("http://a:1,http://b:2", "job", 3), "coordinator://a:1,b:2/job/3");
     EXPECT_EQ(store_address("http://a:1", "job", 3), "coordinator://a:1/job/3");
+    EXPECT_EQ(store_address("https://a:1,https://b:2", "job", 3), "coordinator+https://a:1,b:2/job/3");
     EXPECT_EQ(store_address("etcd://e:2379/cohort/coordinator", "j", 0),
               "coordinator+etcd://e:2379/cohort/coordinator/j/0");
     EXPECT_EQ(host_of("http://[::1]:2"), "::1");
@@ -51,7 +52,7 @@ TEST(CoordinatorUrlSet, StoreAddressesAndHosts) {
 TEST(CoordinatorUrlSet, HttpUrlSaysWhatIsWrong) {
     std::string why;
     EXPECT_FALSE(http_url("ftp://a:1", &why));
-    EXPECT_EQ(why, "scheme 'ftp' is not http");
+    EXPECT_EQ(why, "scheme 'ftp' is not http or https");
     EXPECT_FALSE(http_url("http://:1", &why));
     EXPECT_EQ(why, "has no host");
     EXPECT_FALSE(http_url("http://[::1]", &why));
@@ -61,6 +62,8 @@ TEST(CoordinatorUrlSet, HttpUrlSaysWhatIsWrong) {
     EXPECT_FALSE(http_url("http://a b:1", &why));
     EXPECT_FALSE(http_url("http://user@a:1", &why));
     EXPECT_EQ(http_url("http://a:1//").value_or(""), "http://a:1");
+    EXPECT_EQ(http_url("https://a:1/").value_or(""), "https://a:1");
+    EXPECT_FALSE(http_url("https://a", &why));
 }
 
 TEST(IdempotencyKey, AForkedChildDoesNotRepeatItsParentsKeys) {

@@ -12,7 +12,12 @@
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+
+#include <fcntl.h>
+#include <unistd.h>
 #include <thread>
 
 #include <fmt/format.h>
@@ -36,7 +41,28 @@ std::string duration_text(std::chrono::milliseconds d) {
 
 }  // namespace
 
-CoordinatorClientOptions::CoordinatorClientOptions() : token(env_or_empty("COHORT_COORDINATOR_TOKEN")) {}
+CoordinatorClientOptions::CoordinatorClientOptions()
+    : token(env_or_empty("COHORT_COORDINATOR_TOKEN")),
+      tls_ca_file(env_or_empty("COHORT_COORDINATOR_CACERT")),
+      tls_cert_file(env_or_empty("COHORT_COORDINATOR_CERT")),
+      tls_key_file(env_or_empty("COHORT_COORDINATOR_KEY")) {}
+
+namespace {
+
+// A TLS file that cannot be opened is told now, with the system's reason,
+// not as a curl error on the first call.
+void check_tls_file(const std::string& path, const char* option, const char* env) {
+    if (path.empty()) return;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        throw Error(Errc::invalid_argument,
+                    fmt::format("coordinator client: cannot read {} '{}' (${}): {}", option, path, env,
+                                std::strerror(errno)));
+    }
+    ::close(fd);
+}
+
+}  // namespace
 
 CoordinatorClient::CoordinatorClient(std::string url, CoordinatorClientOptions options)
     : impl_(std::make_unique<Impl>(coord::client::parse_url_set(url), std::move(options))) {
@@ -46,6 +72,15 @@ CoordinatorClient::CoordinatorClient(std::string url, CoordinatorClientOptions o
     if (impl_->options.retry_deadline.count() < 0) {
         throw Error(Errc::invalid_argument, "CoordinatorClientOptions::retry_deadline must not be negative");
     }
+    const auto& o = impl_->options;
+    if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+        throw Error(Errc::invalid_argument,
+                    "coordinator client: give both tls_cert_file and tls_key_file ($COHORT_COORDINATOR_CERT and "
+                    "$COHORT_COORDINATOR_KEY), or neither");
+    }
+    check_tls_file(o.tls_ca_file, "the CA file tls_ca_file", "COHORT_COORDINATOR_CACERT");
+    check_tls_file(o.tls_cert_file, "the certificate tls_cert_file", "COHORT_COORDINATOR_CERT");
+    check_tls_file(o.tls_key_file, "the key tls_key_file", "COHORT_COORDINATOR_KEY");
 }
 
 CoordinatorClient::CoordinatorClient(CoordinatorClient&&) noexcept = default;

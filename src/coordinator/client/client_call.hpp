@@ -21,7 +21,8 @@ namespace cohort {
 
 struct CoordinatorClient::Impl {
     Impl(coord::client::UrlSet set, CoordinatorClientOptions o)
-        : url(set.address), options(std::move(o)), finder(std::move(set), options.token) {}
+        : url(set.address), options(std::move(o)), finder(std::move(set), options.token,
+                 {options.tls_ca_file, options.tls_cert_file, options.tls_key_file}) {}
 
     // A request parked by the server (a store get or wait) says how long it
     // may wait in its target or body; a retry on another replica must ask

@@ -295,12 +295,15 @@ std::shared_ptr<Store> open_on(std::string coordinator, std::string job, uint64_
 
 }  // namespace
 
-std::shared_ptr<Store> detail::open_coordinator_url(std::string_view url, std::string_view rest,
-                                                    const StoreOptions& options) {
+namespace {
+
+// coordinator:// (scheme "http") and coordinator+https:// ("https").
+std::shared_ptr<Store> open_replicas_url(std::string_view url, std::string_view rest, const StoreOptions& options,
+                                         std::string_view scheme) {
     const std::function<Error(std::string_view)> bad = [&](std::string_view what) {
         return Error(Errc::invalid_argument,
-                     fmt::format("store URL '{}': {} (expected coordinator://HOST:PORT[,HOST:PORT...]/JOB/GENERATION)",
-                                 url, what));
+                     fmt::format("store URL '{}': {} (expected coordinator{}://HOST:PORT[,HOST:PORT...]/JOB/GENERATION)",
+                                 url, what, scheme == "https" ? "+https" : ""));
     };
     const auto slash = rest.find('/');
     if (slash == std::string_view::npos || slash == 0) throw bad("no job");
@@ -322,12 +325,24 @@ std::shared_ptr<Store> detail::open_coordinator_url(std::string_view url, std::s
             throw bad(fmt::format("port '{}' is not a number from 1 to 65535", digits));
         }
         if (!coordinator.empty()) coordinator += ',';
-        coordinator += "http://" + std::string(authority);
+        coordinator += fmt::format("{}://{}", scheme, authority);
         if (comma == std::string_view::npos) break;
         authorities = authorities.substr(comma + 1);
     }
     auto [job, generation] = job_and_generation(url, rest.substr(slash + 1), bad);
     return open_on(std::move(coordinator), std::move(job), generation, options);
+}
+
+std::shared_ptr<Store> open_coordinator_https_url(std::string_view url, std::string_view rest,
+                                                  const StoreOptions& options) {
+    return open_replicas_url(url, rest, options, "https");
+}
+
+}  // namespace
+
+std::shared_ptr<Store> detail::open_coordinator_url(std::string_view url, std::string_view rest,
+                                                    const StoreOptions& options) {
+    return open_replicas_url(url, rest, options, "http");
 }
 
 std::shared_ptr<Store> detail::open_coordinator_etcd_url(std::string_view url, std::string_view rest,
@@ -362,6 +377,7 @@ namespace {
 [[maybe_unused]] const bool kCoordinatorSchemeRegistered = [] {
     register_store_scheme("coordinator", detail::open_coordinator_url);
     register_store_scheme("coordinator+etcd", detail::open_coordinator_etcd_url);
+    register_store_scheme("coordinator+https", open_coordinator_https_url);
     return true;
 }();
 

@@ -99,7 +99,8 @@ std::string new_idempotency_key() {
     return fmt::format("{:016x}{:016x}", high, low);
 }
 
-HttpPool::HttpPool(std::string base_url, std::string token) : base_url_(std::move(base_url)) {
+HttpPool::HttpPool(std::string base_url, std::string token, HttpTls tls)
+    : base_url_(std::move(base_url)), tls_(std::move(tls)) {
     detail::curl_global_setup("coordinator client");
     if (!token.empty()) authorization_ = "Authorization: Bearer " + token;
 }
@@ -163,6 +164,11 @@ HttpReply HttpPool::perform(std::string_view method, const std::string& target, 
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, read_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &reply.leader);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.list);
+    // The server is always verified (peer and host name); these only say
+    // against what, and what this client offers.
+    if (!tls_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, tls_.ca_file.c_str());
+    if (!tls_.cert_file.empty()) curl_easy_setopt(h, CURLOPT_SSLCERT, tls_.cert_file.c_str());
+    if (!tls_.key_file.empty()) curl_easy_setopt(h, CURLOPT_SSLKEY, tls_.key_file.c_str());
     const std::string verb(method);
     if (verb == "GET") {
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
@@ -179,7 +185,30 @@ HttpReply HttpPool::perform(std::string_view method, const std::string& target, 
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
     if (rc != CURLE_OK) {
-        const std::string detail = error[0] != '\0' ? std::string(error) : std::string(curl_easy_strerror(rc));
+        std::string detail = error[0] != '\0' ? std::string(error) : std::string(curl_easy_strerror(rc));
+        // A server that cannot be verified stays so: no retry helps.
+        if (rc == CURLE_PEER_FAILED_VERIFICATION) {
+            throw Error(Errc::permission_denied,
+                        fmt::format("coordinator client: {} is not trusted: {} (curl error {}); give the CA that "
+                                    "signed its certificate (tls_ca_file, $COHORT_COORDINATOR_CACERT)",
+                                    base_url_, detail, static_cast<int>(rc)));
+        }
+        if (rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_SSL_CERTPROBLEM) {
+            throw Error(Errc::invalid_argument,
+                        fmt::format("coordinator client: the TLS files for {} cannot be used: {} (curl error {})",
+                                    base_url_, detail, static_cast<int>(rc)));
+        }
+        // A TLS alert from the server (certificate required, unknown CA,
+        // bad certificate) is its verdict on this client: the same on
+        // every try.
+        if ((rc == CURLE_RECV_ERROR || rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_SEND_ERROR) &&
+            detail.find(" alert ") != std::string::npos) {
+            throw Error(Errc::permission_denied,
+                        fmt::format("coordinator client: {} refused this client's TLS: {} (curl error {}); it may "
+                                    "want a client certificate signed by its client CA (tls_cert_file and "
+                                    "tls_key_file, $COHORT_COORDINATOR_CERT and $COHORT_COORDINATOR_KEY)",
+                                    base_url_, detail, static_cast<int>(rc)));
+        }
         throw TransportError(fmt::format("{} (curl error {})", detail, static_cast<int>(rc)),
                              rc == CURLE_OPERATION_TIMEDOUT);
     }

@@ -32,10 +32,18 @@ private:
     bool timed_out_;
 };
 
+// For https:// URLs: the CA file that checks the server (empty: the
+// system's CAs), and the certificate and key offered for mutual TLS
+// (empty: none). PEM files; ignored for http://.
+struct HttpTls {
+    std::string ca_file, cert_file, key_file;
+};
+
 class HttpPool {
 public:
-    // base_url: "http://HOST:PORT" without a trailing '/'.
-    HttpPool(std::string base_url, std::string token);
+    // base_url: "http://HOST:PORT" or "https://HOST:PORT" without a
+    // trailing '/'.
+    HttpPool(std::string base_url, std::string token, HttpTls tls = {});
     HttpPool(const HttpPool&) = delete;
     HttpPool& operator=(const HttpPool&) = delete;
     ~HttpPool();
@@ -53,6 +61,7 @@ private:
 
     std::string base_url_;
     std::string authorization_;
+    HttpTls tls_;
     std::mutex mutex_;
     std::vector<void*> idle_;  // CURL*
 };

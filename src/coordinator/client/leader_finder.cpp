@@ -22,12 +22,13 @@ constexpr std::size_t kMaxPools = 64;
 
 }  // namespace
 
-LeaderFinder::LeaderFinder(UrlSet set, std::string token) : set_(std::move(set)), token_(std::move(token)) {
+LeaderFinder::LeaderFinder(UrlSet set, std::string token, HttpTls tls)
+    : set_(std::move(set)), token_(std::move(token)), tls_(std::move(tls)) {
     if (set_.etcd) {
         etcd_ = std::make_unique<etcd::EtcdClient>(*set_.etcd);
     } else {
         leader_ = set_.urls.front();
-        for (const auto& url : set_.urls) pools_.emplace(url, std::make_unique<HttpPool>(url, token_));
+        for (const auto& url : set_.urls) pools_.emplace(url, std::make_unique<HttpPool>(url, token_, tls_));
     }
 }
 
@@ -37,7 +38,7 @@ HttpPool* LeaderFinder::pool_for(const std::string& url) {
     auto it = pools_.find(url);
     if (it == pools_.end()) {
         if (pools_.size() >= kMaxPools) return nullptr;
-        it = pools_.emplace(url, std::make_unique<HttpPool>(url, token_)).first;
+        it = pools_.emplace(url, std::make_unique<HttpPool>(url, token_, tls_)).first;
     }
     return it->second.get();
 }

@@ -25,7 +25,7 @@ class LeaderFinder {
 public:
     using Clock = std::chrono::steady_clock;
 
-    LeaderFinder(UrlSet set, std::string token);
+    LeaderFinder(UrlSet set, std::string token, HttpTls tls = {});
     ~LeaderFinder();
     LeaderFinder(const LeaderFinder&) = delete;
     LeaderFinder& operator=(const LeaderFinder&) = delete;
@@ -62,6 +62,7 @@ private:
 
     const UrlSet set_;
     const std::string token_;
+    const HttpTls tls_;
     std::unique_ptr<etcd::EtcdClient> etcd_;
     mutable std::mutex mutex_;
     std::string leader_;      // "" with etcd: read the key

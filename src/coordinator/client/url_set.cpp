@@ -14,7 +14,7 @@ namespace cohort::coord::client {
 namespace {
 
 constexpr std::string_view kForms =
-    "http://HOST:PORT, a list http://HOST:PORT,http://HOST:PORT of replicas, or "
+    "http://HOST:PORT (or https://), a list http://HOST:PORT,http://HOST:PORT of replicas, or "
     "etcd://HOST:PORT[,HOST:PORT]/PREFIX[?OPTIONS] to find the leader through etcd";
 
 std::vector<std::string_view> split(std::string_view text, char by) {
@@ -42,13 +42,14 @@ std::optional<std::string> http_url(std::string_view text, std::string* why) {
     };
     std::string url(text);
     while (url.ends_with('/')) url.pop_back();
-    if (!url.starts_with("http://")) {
+    const bool https = url.starts_with("https://");
+    if (!https && !url.starts_with("http://")) {
         if (url.find("://") != std::string::npos) {
-            return no(fmt::format("scheme '{}' is not http", url.substr(0, url.find("://"))));
+            return no(fmt::format("scheme '{}' is not http or https", url.substr(0, url.find("://"))));
         }
         return no("has no http:// in front");
     }
-    const std::string_view authority = std::string_view(url).substr(7);
+    const std::string_view authority = std::string_view(url).substr(https ? 8 : 7);
     if (authority.empty()) return no("has no HOST:PORT");
     if (authority.find('/') != std::string_view::npos) return no("has a path; expected http://HOST:PORT alone");
     if (authority.find_first_of(" \t\r\n,?#@") != std::string_view::npos) {
@@ -138,12 +139,16 @@ std::string store_address(std::string_view address, std::string_view job, uint64
     if (address.starts_with("etcd://")) {
         return fmt::format("coordinator+etcd://{}/{}/{}", address.substr(7), job, generation);
     }
+    // HTTPS replicas: coordinator+https://, so the store speaks HTTPS too
+    // (its TLS files come from the same environment variables).
     std::string authority;
+    bool https = false;
     for (const std::string_view url : split(address, ',')) {
         if (!authority.empty()) authority += ',';
-        authority += url.starts_with("http://") ? url.substr(7) : url;
+        https = https || url.starts_with("https://");
+        authority += url.substr(url.find("://") == std::string_view::npos ? 0 : url.find("://") + 3);
     }
-    return fmt::format("coordinator://{}/{}/{}", authority, job, generation);
+    return fmt::format("coordinator{}://{}/{}/{}", https ? "+https" : "", authority, job, generation);
 }
 
 }  // namespace cohort::coord::client

@@ -12,6 +12,8 @@ std::string_view to_string(Refusal why) {
             return "per_client";
         case Refusal::descriptors:
             return "descriptors";
+        case Refusal::tls_handshake:
+            return "tls_handshake";
     }
     return "unknown";
 }

@@ -19,8 +19,9 @@
 
 namespace cohort::coord::server {
 
-enum class Refusal { max_connections, per_client, descriptors };
-inline constexpr int kRefusalCount = 3;
+// tls_handshake: taken, but its TLS handshake failed or timed out.
+enum class Refusal { max_connections, per_client, descriptors, tls_handshake };
+inline constexpr int kRefusalCount = 4;
 std::string_view to_string(Refusal why);
 
 struct ConnectionLimits {

@@ -64,7 +64,7 @@ void Coordinator::Impl::take(tcp::socket socket) {
         return;
     }
     const uint64_t id = ++next_session;
-    auto session = std::make_shared<HttpSession>(*this, std::move(socket), id, std::move(peer));
+    auto session = std::make_shared<HttpSession>(*this, std::move(socket), id, std::move(peer), tls.get());
     sessions.emplace(id, session);
     session->start();
     if (gate.crowded()) arm_shed();
@@ -166,6 +166,15 @@ bool Coordinator::Impl::on_accept_error(const error_code& ec) {
                             "connections; raise the open-file limit (ulimit -n) or lower max_connections",
                             ec.message(), gate.open(), dropped));
     return false;  // pause: nothing idle to close, so descriptors come back only as requests end
+}
+
+void Coordinator::Impl::handshake_failed(const std::string& peer, const error_code& ec) {
+    gate.refused(Refusal::tls_handshake);
+    const bool timed_out = ec == boost::beast::error::timeout;
+    log_refusal(Refusal::tls_handshake,
+                timed_out ? fmt::format("TLS handshake with {}: no handshake within idle_timeout ({} ms); closed",
+                                        peer, options.idle_timeout.count())
+                          : fmt::format("TLS handshake with {} failed: {}; closed", peer, ec.message()));
 }
 
 void Coordinator::Impl::log_refusal(Refusal why, std::string_view line) {

@@ -173,7 +173,7 @@ std::string Coordinator::Impl::prometheus() const {
     out += fmt::format("cohort_coordinator_connections_per_client_max {}\n", options.max_connections_per_client);
     family(out, "cohort_coordinator_connections_refused_total", "counter",
            "Connections closed as soon as accepted, by reason: at max_connections with none idle, at "
-           "max_connections_per_client, or out of file descriptors.");
+           "max_connections_per_client, out of file descriptors, or a failed TLS handshake.");
     for (int r = 0; r < coord::server::kRefusalCount; ++r) {
         const auto why = static_cast<coord::server::Refusal>(r);
         out += fmt::format("cohort_coordinator_connections_refused_total{{reason=\"{}\"}} {}\n", to_string(why),

@@ -154,6 +154,7 @@ std::unique_ptr<coord::DurableState> open_journal(const std::filesystem::path& d
 
 Coordinator::Impl::Impl(CoordinatorOptions opts)
     : options(checked(std::move(opts))),
+      tls(coord::server::make_tls_context(options)),
       lock(options.data_dir),
       durable(open_journal(options.data_dir)),
       state(durable ? durable->state() : memory_state),
@@ -213,7 +214,7 @@ void Coordinator::Impl::bind() {
     std::string host = bound.is_unspecified() ? std::string("127.0.0.1")
                        : bound.is_v6()        ? fmt::format("[{}]", bound.to_string())
                                               : bound.to_string();
-    url = fmt::format("http://{}:{}", host, port);
+    url = fmt::format("{}://{}:{}", tls ? "https" : "http", host, port);
     spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 

@@ -14,6 +14,7 @@
 #include "coordinator/server/http_reply.hpp"
 #include "coordinator/server/idempotency.hpp"
 #include "coordinator/server/target.hpp"
+#include "coordinator/server/tls_context.hpp"
 #include "coordinator/state/state.hpp"
 
 #include <cohort/coordinator.hpp>
@@ -126,6 +127,8 @@ struct Coordinator::Impl {
     bool tick_armed = false;
     double next_health = 0;  // the state's clock
     CoordinatorOptions options;
+    // With TLS options: every connection is HTTPS (tls_context.hpp).
+    std::unique_ptr<boost::asio::ssl::context> tls;
     std::string url;
     uint16_t port = 0;
     std::thread thread;
@@ -195,6 +198,8 @@ struct Coordinator::Impl {
     // True when it closed idle connections, so accepting can go on at once.
     bool on_accept_error(const boost::system::error_code& ec);
     void log_refusal(coord::server::Refusal why, std::string_view line);
+    // A TLS handshake failed or timed out: counted and logged like a refusal.
+    void handshake_failed(const std::string& peer, const boost::system::error_code& ec);
     void schedule_tick();
     void arm_tick(std::chrono::steady_clock::time_point at);
     // Makes sure a tick runs by `deadline` (the state's clock): a round's

@@ -1,6 +1,12 @@
 // HttpSession: Beast's parser with the body limit, timeouts on every read
-// and write, and one request at a time.
+// and write, and one request at a time, over a plain or a TLS stream (a
+// variant: each read and write visits it, the rest is shared).
 #include "coordinator/server/session.hpp"
+
+#include <boost/asio/ssl/error.hpp>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
 
 #include <boost/beast/core/bind_handler.hpp>
 #include <boost/beast/http/error.hpp>
@@ -18,18 +24,79 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 
-HttpSession::HttpSession(Coordinator::Impl& server, asio::ip::tcp::socket socket, uint64_t id, std::string peer)
-    : server_(server), id_(id), peer_(std::move(peer)), stream_(std::move(socket)) {}
+namespace {
+
+using Stream = std::variant<HttpSession::PlainStream, HttpSession::TlsStream>;
+
+Stream make_stream(asio::ip::tcp::socket socket, asio::ssl::context* tls) {
+    if (!tls) return Stream(std::in_place_type<HttpSession::PlainStream>, std::move(socket));
+    return Stream(std::in_place_type<HttpSession::TlsStream>, beast::tcp_stream(std::move(socket)), *tls);
+}
+
+// What a plain HTTP client hears on the HTTPS port. The body's length is
+// counted below, not by hand.
+constexpr std::string_view kPlainHttpBody =
+    "{\"error\":\"https_required\",\"detail\":\"this coordinator port speaks HTTPS only: use an https:// URL "
+    "(docs/coordinator.md, HTTPS)\"}\n";
+
+}  // namespace
+
+HttpSession::HttpSession(Coordinator::Impl& server, asio::ip::tcp::socket socket, uint64_t id, std::string peer,
+                         asio::ssl::context* tls)
+    : server_(server), id_(id), peer_(std::move(peer)), stream_(make_stream(std::move(socket), tls)) {}
+
+beast::tcp_stream& HttpSession::tcp() {
+    return std::visit([](auto& stream) -> beast::tcp_stream& { return beast::get_lowest_layer(stream); }, stream_);
+}
+
+void HttpSession::start() {
+    auto* tls = std::get_if<TlsStream>(&stream_);
+    if (!tls) return read_request();
+    // A client that opens a connection and never finishes the handshake is
+    // idle like one that never sends a request: the same timeout, and it
+    // may be shed while crowded.
+    tcp().expires_after(server_.options.idle_timeout);
+    waiting_ = server_.gate.start_waiting(id_, std::chrono::steady_clock::now());
+    tls->async_handshake(asio::ssl::stream_base::server,
+                         [self = shared_from_this()](beast::error_code ec) { self->on_handshake(ec); });
+}
+
+void HttpSession::on_handshake(beast::error_code ec) {
+    if (closed_) return;
+    if (waiting_) server_.gate.stop_waiting(*std::exchange(waiting_, std::nullopt));
+    if (!ec) return read_request();
+    server_.handshake_failed(peer_, ec);
+    if (ec.category() == asio::error::get_ssl_category() &&
+        ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_HTTP_REQUEST) {
+        return refuse_plain_http();
+    }
+    close();
+}
+
+void HttpSession::refuse_plain_http() {
+    const std::string reply = fmt::format(
+        "HTTP/1.1 400 Bad Request\r\nServer: cohort-coordinator\r\nContent-Type: application/json\r\n"
+        "Connection: close\r\nContent-Length: {}\r\n\r\n{}",
+        kPlainHttpBody.size(), kPlainHttpBody);
+    // A fresh connection's send buffer is empty: this does not block.
+    (void)::send(tcp().socket().native_handle(), reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    keep_alive_ = false;
+    drain();
+}
 
 void HttpSession::read_request() {
     if (closed_) return;
     parser_.emplace();
     parser_->body_limit(server_.options.body_limit);
     parser_->header_limit(Coordinator::Impl::kHeaderLimit);
-    stream_.expires_after(server_.options.idle_timeout);
+    tcp().expires_after(server_.options.idle_timeout);
     waiting_ = server_.gate.start_waiting(id_, std::chrono::steady_clock::now());
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+    std::visit(
+        [&](auto& stream) {
+            http::async_read(stream, buffer_, *parser_,
+                             [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+        },
+        stream_);
 }
 
 void HttpSession::on_read(beast::error_code ec) {
@@ -91,9 +158,13 @@ void HttpSession::send(Response response) {
     response_.body() = std::move(response.body);
     response_.keep_alive(keep_alive_);
     response_.prepare_payload();
-    stream_.expires_after(Coordinator::Impl::kWriteTimeout);
-    http::async_write(stream_, response_,
-                      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_write(ec); });
+    tcp().expires_after(Coordinator::Impl::kWriteTimeout);
+    std::visit(
+        [&](auto& stream) {
+            http::async_write(stream, response_,
+                              [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_write(ec); });
+        },
+        stream_);
 }
 
 void HttpSession::on_write(beast::error_code ec) {
@@ -104,10 +175,12 @@ void HttpSession::on_write(beast::error_code ec) {
 }
 
 void HttpSession::drain() {
+    // Over TLS too the bytes are read raw and dropped, undecrypted: nothing
+    // more is answered on this connection.
     beast::error_code ignored;
-    stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
-    stream_.expires_after(std::chrono::seconds(2));
-    stream_.async_read_some(asio::buffer(scratch_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    tcp().socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+    tcp().expires_after(std::chrono::seconds(2));
+    tcp().async_read_some(asio::buffer(scratch_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
         if (ec)
             self->close();
         else
@@ -119,8 +192,8 @@ void HttpSession::close() {
     if (closed_) return;
     closed_ = true;
     beast::error_code ignored;
-    stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-    stream_.close();
+    tcp().socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    tcp().close();
     if (waiting_) server_.gate.stop_waiting(*std::exchange(waiting_, std::nullopt));
     server_.gate.release(peer_);
     server_.sessions.erase(id_);

@@ -1,19 +1,30 @@
 // One HTTP connection to the coordinator: a request, its answer, then the
 // next, in order. Reads and writes are bounded by timeouts, so a stalled
 // client holds nothing for long; a parked request waits for its answer
-// without reading further.
+// without reading further. Over HTTPS the same session runs on a TLS
+// stream, after a handshake bounded by the idle timeout.
 #pragma once
 
 #include "coordinator/server/server.hpp"
+
+#include <boost/beast/ssl/ssl_stream.hpp>
+
+#include <variant>
 
 namespace cohort::coord::server {
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
 public:
-    // `id` is its key in the server's sessions; `peer` its client's address.
-    HttpSession(Coordinator::Impl& server, boost::asio::ip::tcp::socket socket, uint64_t id, std::string peer);
+    using PlainStream = boost::beast::tcp_stream;
+    using TlsStream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
 
-    void start() { read_request(); }
+    // `id` is its key in the server's sessions; `peer` its client's address;
+    // `tls`: HTTPS with that context, nullptr: plain HTTP.
+    HttpSession(Coordinator::Impl& server, boost::asio::ip::tcp::socket socket, uint64_t id, std::string peer,
+                boost::asio::ssl::context* tls);
+
+    // The TLS handshake first, when there is one; then requests.
+    void start();
     // The answer to the current request, once the journal holds what it
     // depends on (Coordinator::Impl::answer); then the next request is read
     // (keep-alive) or the connection ends.
@@ -24,6 +35,12 @@ public:
     void close();
 
 private:
+    // The TCP stream under either kind: timeouts, shutdown, close.
+    boost::beast::tcp_stream& tcp();
+    void on_handshake(boost::beast::error_code ec);
+    // A plain HTTP request came to the HTTPS port: answered in plain text
+    // that this port wants https://, so the client is told rather than reset.
+    void refuse_plain_http();
     void read_request();
     void on_read(boost::beast::error_code ec);
     void on_write(boost::beast::error_code ec);
@@ -37,7 +54,7 @@ private:
     std::string peer_;
     // While waiting for a request: its place among the idle connections.
     std::optional<ConnectionGate::Ticket> waiting_;
-    boost::beast::tcp_stream stream_;
+    std::variant<PlainStream, TlsStream> stream_;
     boost::beast::flat_buffer buffer_;
     std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
     boost::beast::http::response<boost::beast::http::string_body> response_;
