@@ -51,7 +51,10 @@ cohort::CoordinatorOptions coordinator_options_from_json(const std::string& text
     const auto wrong = [&](std::string_view key, const char* want) {
         return Error(Errc::invalid_argument, fmt::format("{}: options_json field \"{}\" must be {}", fn, key, want));
     };
-    for (const auto& [key, value] : parsed.as_object()) {
+    // Not a structured binding: clang 14 cannot capture one in the lambdas.
+    for (const auto& field : parsed.as_object()) {
+        const std::string_view key = field.key();
+        const json::value& value = field.value();
         const auto text_of = [&]() -> std::string {
             if (!value.is_string()) throw wrong(key, "a string");
             return std::string(value.get_string());
