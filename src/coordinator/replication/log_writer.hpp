@@ -34,8 +34,8 @@ struct LogWriterOptions {
     std::size_t chunk_bytes = 1024 * 1024;
 };
 
-// How the writer stopped, for the failure callback: fenced (another replica
-// leads now) or a damaged answer.
+// The failure callback hears Error(mismatch) "deposed: ..." when the fence
+// failed (another replica leads now), or etcd's own error otherwise.
 class LogWriter final : public Journal {
 public:
     // `state` is the server's (this object reads its events); `seq` the last

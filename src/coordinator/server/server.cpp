@@ -162,8 +162,9 @@ Coordinator::Impl::Impl(CoordinatorOptions opts)
     state.set_max_members(options.max_members);
     state.set_answer_limits({std::chrono::duration<double>(options.idempotency_window).count(),
                              options.idempotency_keys, coord::AnswerLimits{}.bytes});
-    // With etcd, start_replica() runs once bind() knows this server's URL.
-    if (options.etcd.empty() && durable) {
+    // With etcd (no data directory, so no `durable` yet), start_replica()
+    // runs once bind() knows this server's URL.
+    if (durable) {
         // The outage is nobody's silence: heartbeat and lease clocks start
         // again now, and that restart is journaled too.
         state.resume(now());
