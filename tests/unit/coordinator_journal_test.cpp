@@ -10,14 +10,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -726,6 +729,116 @@ TEST(CoordinatorJournal, WriterThreadGroupsCommits) {
     const std::string expected = text_of(d.state());
     d = DurableState::open(dir.path() / "elsewhere", o);  // stops the writer, drains its queue
     EXPECT_EQ(text_of(DurableState::open(dir.path(), o).state()), expected);
+}
+
+// A snapshot in progress holds no reply (defect 8): with the snapshot's
+// temporary file a FIFO nobody reads, the snapshot thread blocks in open(),
+// yet every later commit is reported durable, in journal-S. Once the FIFO
+// is read the snapshot fails (a pipe cannot be fsynced): a warning, the
+// journals stay, and the next snapshot is written; a reopen finds it all.
+TEST(CoordinatorJournal, ASnapshotInProgressHoldsNoReply) {
+    TempDir dir;
+    std::mutex mutex;
+    std::vector<std::string> warnings;
+    DurableState d = DurableState::open(dir.path(), manual_snapshots(), [&](std::string w) {
+        std::lock_guard lock(mutex);
+        warnings.push_back(std::move(w));
+    });
+    std::condition_variable reported_cv;
+    uint64_t reported = 0;
+    d.start_writer([&](uint64_t seq, std::exception_ptr failure) {
+        EXPECT_FALSE(failure);
+        std::lock_guard lock(mutex);
+        reported = std::max(reported, seq);
+        reported_cv.notify_all();
+    });
+    d.state().create_job("j", JobSettings{}, 1);
+    Node n;
+    n.id = "a";
+    d.state().join("j", n, 1);
+    d.state().store_set("j", 1, "before", "x", 2);
+    d.commit();
+    const uint64_t s = d.queued_seq();
+    const fs::path fifo = dir.path() / fmt::format("snapshot-{:020}.json.tmp", s);
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    d.snapshot();
+    for (int i = 0; i < 50; ++i) {
+        d.state().store_set("j", 1, "k" + std::to_string(i), "v", 3);
+        d.commit();
+    }
+    const uint64_t last = d.queued_seq();
+    {
+        std::unique_lock lock(mutex);
+        EXPECT_TRUE(reported_cv.wait_for(lock, 20s, [&] { return reported >= last; }))
+            << "commits after the snapshot's marker waited for the snapshot: " << reported << " of " << last;
+    }
+    EXPECT_TRUE(fs::exists(dir.path() / fmt::format("journal-{:020}.jsonl", s)));
+    EXPECT_FALSE(fs::exists(dir.path() / fmt::format("snapshot-{:020}.json", s)));
+    EXPECT_EQ(d.stats().snapshots, 0u);
+
+    // Unblock the snapshot thread: read what it writes until it closes.
+    const int fd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    bool seen = false;
+    char buffer[65536];
+    for (int i = 0; i < 2000; ++i) {
+        const ssize_t got = ::read(fd, buffer, sizeof buffer);
+        if (got > 0) seen = true;
+        if (got == 0 && seen) break;
+        if (got <= 0) std::this_thread::sleep_for(10ms);
+    }
+    ::close(fd);
+    ASSERT_TRUE(seen) << "the snapshot thread never wrote the snapshot";
+    d.flush();
+    EXPECT_EQ(d.stats().snapshots, 0u);
+    {
+        std::lock_guard lock(mutex);
+        ASSERT_EQ(warnings.size(), 1u);
+        EXPECT_NE(warnings[0].find(fmt::format("cannot write the snapshot after event {}", s)), std::string::npos)
+            << warnings[0];
+        EXPECT_NE(warnings[0].find("the next snapshot tries again"), std::string::npos) << warnings[0];
+    }
+    d.snapshot();
+    d.flush();
+    const JournalStats stats = d.stats();
+    EXPECT_EQ(stats.snapshots, 1u);
+    EXPECT_EQ(stats.snapshot_seq, last);
+    EXPECT_TRUE(fs::exists(dir.path() / fmt::format("snapshot-{:020}.json", last)));
+    const std::string expected = text_of(d.state());
+    d = DurableState::open(dir.path() / "elsewhere", manual_snapshots());
+    EXPECT_EQ(text_of(DurableState::open(dir.path(), manual_snapshots()).state()), expected);
+}
+
+// With journal-S started and the snapshot after S not yet written, a
+// restart replays the previous journal and journal-S.
+TEST(CoordinatorJournal, AJournalStartedBeforeItsSnapshotReplays) {
+    TempDir dir;
+    std::string expected;
+    uint64_t s = 0;
+    {
+        DurableState d = DurableState::open(dir.path(), manual_snapshots());
+        d.start_writer([](uint64_t, std::exception_ptr) {});
+        d.state().create_job("j", JobSettings{}, 1);
+        Node n;
+        n.id = "a";
+        d.state().join("j", n, 1);
+        d.state().store_set("j", 1, "one", "1", 1);
+        d.commit();
+        s = d.queued_seq();
+        // A directory where the snapshot cannot be created: the snapshot
+        // thread fails, the journal after it goes on.
+        fs::create_directory(dir.path() / fmt::format("snapshot-{:020}.json.tmp", s));
+        d.snapshot();
+        d.state().store_set("j", 1, "two", "2", 2);
+        d.commit();
+        d.flush();
+        EXPECT_EQ(d.stats().snapshots, 0u);
+        expected = text_of(d.state());
+    }
+    fs::remove(dir.path() / fmt::format("snapshot-{:020}.json.tmp", s));
+    EXPECT_TRUE(fs::exists(dir.path() / fmt::format("journal-{:020}.jsonl", s)));
+    EXPECT_TRUE(fs::exists(dir.path() / fmt::format("journal-{:020}.jsonl", 0)));
+    EXPECT_EQ(text_of(DurableState::open(dir.path(), manual_snapshots()).state()), expected);
 }
 
 // An answer waits for every queued event but heartbeats: a heartbeat's

@@ -42,6 +42,29 @@ struct DurableState::Batch {
     uint64_t seq = 0;
 };
 
+// The snapshot thread (cohort-snapshot). It keeps its own copy of the state
+// by applying every event the writer has made durable, in order, and writes
+// a snapshot when a marker reaches it: a marker at S follows event S in the
+// queue, so the copy is then exactly the state after event S. The writer
+// started journal-S before queueing the marker, so it appends and answers
+// while the snapshot is built and written; a snapshot that is slow, or that
+// fails, delays no reply.
+struct DurableState::Snapshotter {
+    // Events, in the writer's order, or a marker: snapshot after `seq`.
+    struct Item {
+        std::vector<Event> events;
+        std::optional<uint64_t> marker;
+    };
+    std::mutex mutex;
+    std::condition_variable wake;  // the thread: work, or stop
+    std::condition_variable idle;  // flush(): every queued snapshot written
+    std::deque<Item> queue;
+    bool busy = false;
+    bool stop = false;
+    CoordinatorState replica;
+    std::thread thread;
+};
+
 struct DurableState::Writer {
     std::mutex mutex;
     std::condition_variable wake;  // the writer: work, or stop
@@ -51,10 +74,7 @@ struct DurableState::Writer {
     bool stop = false;
     std::exception_ptr failure;
     DurableCallback on_durable;
-    // The writer's own copy of the state, kept current by applying each
-    // event it journals (replay gives the same state, snapshot for
-    // snapshot): snapshots are taken from it, off the caller's thread.
-    CoordinatorState replica;
+    Snapshotter snapshotter;
     std::thread thread;
 };
 
@@ -142,12 +162,15 @@ void DurableState::start_writer(DurableCallback on_durable) {
     sync();
     writer_ = std::make_unique<Writer>();
     writer_->on_durable = std::move(on_durable);
-    writer_->replica = state_;
+    writer_->snapshotter.replica = state_;
+    writer_->snapshotter.thread = std::thread([this] { run_snapshotter(); });
+    ::pthread_setname_np(writer_->snapshotter.thread.native_handle(), "cohort-snapshot");
     writer_->thread = std::thread([this] { run_writer(); });
     ::pthread_setname_np(writer_->thread.native_handle(), "cohort-journal");
 }
 
-// The writer drains the queue before it stops: a clean stop loses nothing.
+// Both threads drain their queues before they stop, the writer first: a
+// clean stop loses nothing and writes the snapshots it was asked for.
 void DurableState::stop_writer() noexcept {
     if (!writer_) return;
     {
@@ -156,7 +179,23 @@ void DurableState::stop_writer() noexcept {
     }
     writer_->wake.notify_one();
     writer_->thread.join();
+    Snapshotter& s = writer_->snapshotter;
+    {
+        std::lock_guard lock(s.mutex);
+        s.stop = true;
+    }
+    s.wake.notify_one();
+    s.thread.join();
     writer_.reset();
+}
+
+void DurableState::to_snapshotter(std::vector<Event> events, std::optional<uint64_t> marker) {
+    Snapshotter& s = writer_->snapshotter;
+    {
+        std::lock_guard lock(s.mutex);
+        s.queue.push_back({std::move(events), marker});
+    }
+    s.wake.notify_one();
 }
 
 void DurableState::queue(Batch batch) {
@@ -188,18 +227,21 @@ void DurableState::run_writer() {
         uint64_t durable = 0;
         try {
             std::vector<Event> events;
+            // Only events on disk reach the snapshot thread: a snapshot
+            // never holds what the journal lacks.
             const auto flush_events = [&] {
                 if (events.empty()) return;
                 append(events, Clock::now());
-                for (const Event& e : events) w.replica.apply(e);
-                events.clear();
                 sync_segment();
                 durable = stats_.last_seq;
+                to_snapshotter(std::move(events), std::nullopt);
+                events.clear();
             };
             for (Batch& b : batches) {
                 if (b.snapshot) {
                     flush_events();
-                    write_snapshot(b.seq, w.replica.snapshot());
+                    start_journal(b.seq);
+                    to_snapshotter({}, b.seq);
                 } else {
                     std::move(b.events.begin(), b.events.end(), std::back_inserter(events));
                 }
@@ -226,11 +268,64 @@ void DurableState::run_writer() {
     }
 }
 
+// A snapshot of the state after event `seq` for each marker; of several
+// markers taken together only the newest is written (the journals hold
+// the events between them until a later snapshot replaces them).
+void DurableState::run_snapshotter() {
+    Snapshotter& s = writer_->snapshotter;
+    std::unique_lock lock(s.mutex);
+    for (;;) {
+        s.wake.wait(lock, [&] { return s.stop || !s.queue.empty(); });
+        if (s.queue.empty()) return;  // stopping, and drained
+        std::deque<Snapshotter::Item> items;
+        items.swap(s.queue);
+        s.busy = true;
+        lock.unlock();
+        std::optional<uint64_t> newest;
+        for (const Snapshotter::Item& item : items)
+            if (item.marker) newest = item.marker;
+        for (Snapshotter::Item& item : items) {
+            for (const Event& e : item.events) s.replica.apply(e);
+            if (item.marker && item.marker == newest) write_snapshot_file(*item.marker, s.replica.snapshot());
+        }
+        lock.lock();
+        s.busy = false;
+        s.idle.notify_all();
+    }
+}
+
+// From the snapshot thread. A failure is a warning: nothing is lost, since
+// the journals since the last good snapshot stay until a later one is
+// written, and the next marker tries again.
+void DurableState::write_snapshot_file(uint64_t seq, const boost::json::value& state) noexcept {
+    try {
+        journal::replace_file_durably(journal::snapshot_path(dir_, seq), journal::snapshot_text(seq, state));
+    } catch (const std::exception& e) {
+        if (warn_) {
+            warn_(fmt::format("cannot write the snapshot after event {} ({}); the journals before it are kept and "
+                              "the next snapshot tries again",
+                              seq, e.what()));
+        }
+        return;
+    }
+    {
+        std::lock_guard lock(writer_->mutex);
+        stats_.snapshot_seq = seq;
+        ++stats_.snapshots;
+    }
+    prune();
+}
+
 void DurableState::flush() {
     if (!writer_) return sync();
-    std::unique_lock lock(writer_->mutex);
-    writer_->idle.wait(lock, [&] { return writer_->queue.empty() && !writer_->busy; });
-    if (writer_->failure) throw broken_error();
+    {
+        std::unique_lock lock(writer_->mutex);
+        writer_->idle.wait(lock, [&] { return writer_->queue.empty() && !writer_->busy; });
+        if (writer_->failure) throw broken_error();
+    }
+    Snapshotter& s = writer_->snapshotter;
+    std::unique_lock lock(s.mutex);
+    s.idle.wait(lock, [&] { return s.queue.empty() && !s.busy; });
 }
 
 void DurableState::sync_quietly() noexcept {
@@ -352,27 +447,34 @@ void DurableState::snapshot() {
     queued_snapshot_seq_ = stats_.snapshot_seq;
 }
 
+// Without a writer thread: the snapshot, then its journal.
 void DurableState::write_snapshot(uint64_t seq, const boost::json::value& state) {
     guarded(broken_, [&] {
         // The journal that ends here goes to disk first: with the previous
         // snapshot it is the way back should this snapshot ever be damaged.
         sync_segment();
         journal::replace_file_durably(journal::snapshot_path(dir_, seq), journal::snapshot_text(seq, state));
-        if (segment_base_ != seq) {
-            segment_ = journal::AppendFile(journal::journal_path(dir_, seq));
-            segment_base_ = seq;
-            journal::sync_directory(dir_);
-            record_manifest(seq);
-        }
     });
+    start_journal(seq);
     has_snapshot_ = true;
-    {
-        std::unique_lock<std::mutex> lock;
-        if (writer_) lock = std::unique_lock(writer_->mutex);
-        stats_.snapshot_seq = seq;
-        ++stats_.snapshots;
-    }
+    stats_.snapshot_seq = seq;
+    ++stats_.snapshots;
     prune();
+}
+
+// journal-<seq> takes the events after `seq`, once every event up to `seq`
+// is on disk. With a writer this comes before the snapshot after `seq` is
+// written; until it is, start-up replays the previous journal and this one
+// after the previous snapshot.
+void DurableState::start_journal(uint64_t seq) {
+    if (segment_base_ == seq) return;
+    guarded(broken_, [&] {
+        sync_segment();
+        segment_ = journal::AppendFile(journal::journal_path(dir_, seq));
+        segment_base_ = seq;
+        journal::sync_directory(dir_);
+        record_manifest(seq);
+    });
 }
 
 // Keeps the newest `keep` snapshots and the journals from the oldest of
