@@ -61,7 +61,7 @@ std::string describe(const YAML::Node& node) {
         case YAML::NodeType::Map: return "a mapping";
         case YAML::NodeType::Sequence: return "a list";
         case YAML::NodeType::Null: return "nothing";
-        case YAML::NodeType::Scalar: return fmt::format("'{}'", node.Scalar());
+        case YAML::NodeType::Scalar: return quote(node.Scalar());
         default: return "an undefined value";
     }
 }
@@ -134,7 +134,8 @@ void Field::fail(std::string_view what) const {
     std::string where = document_->source();
     if (!mark.is_null()) where += fmt::format(":{}:{}", mark.line + 1, mark.column + 1);
     if (path_.empty()) throw Error(Errc::parse, fmt::format("{}: {}", where, what));
-    throw Error(Errc::parse, fmt::format("{}: {}: {}", where, path_, what));
+    // The path holds the file's own field names, which may be any bytes.
+    throw Error(Errc::parse, fmt::format("{}: {}: {}", where, escape_bytes(path_, 200), what));
 }
 
 void Field::expect_map(std::initializer_list<std::string_view> allowed) const {
@@ -148,7 +149,7 @@ void Field::expect_map(std::initializer_list<std::string_view> allowed) const {
         bool known = false;
         for (std::string_view a : allowed) known = known || a == name;
         if (!known) {
-            std::string message = fmt::format("unknown field '{}'", name);
+            std::string message = fmt::format("unknown field {}", quote(name));
             if (auto near = closest_word(name, allowed)) message += fmt::format(" (did you mean '{}'?)", *near);
             else {
                 message += " (expected one of:";
@@ -157,7 +158,7 @@ void Field::expect_map(std::initializer_list<std::string_view> allowed) const {
             }
             key_field.fail(message);
         }
-        if (!seen.insert(name).second) key_field.fail(fmt::format("duplicate field '{}'", name));
+        if (!seen.insert(name).second) key_field.fail(fmt::format("duplicate field {}", quote(name)));
     }
 }
 
@@ -189,22 +190,22 @@ std::string Field::as_string() const {
 uint64_t Field::as_uint(uint64_t max) const {
     if (!node_.IsScalar()) fail(fmt::format("expected a non-negative integer, got {}", describe(node_)));
     const std::string& text = node_.Scalar();
-    if (!text.empty() && text[0] == '-') fail(fmt::format("must not be negative, got {}", text));
+    if (!text.empty() && text[0] == '-') fail(fmt::format("must not be negative, got {}", escape_bytes(text)));
     uint64_t value = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec == std::errc::result_out_of_range || (ec == std::errc() && value > max))
-        fail(fmt::format("{} is too large (at most {})", text, max));
+        fail(fmt::format("{} is too large (at most {})", escape_bytes(text), max));
     if (ec != std::errc() || end != text.data() + text.size())
-        fail(fmt::format("expected a non-negative integer, got '{}'", text));
+        fail(fmt::format("expected a non-negative integer, got {}", quote(text)));
     return value;
 }
 
 uint64_t Field::as_size() const {
     if (!node_.IsScalar()) fail(fmt::format("expected a size in bytes, got {}", describe(node_)));
     const std::string& text = node_.Scalar();
-    if (!text.empty() && text[0] == '-') fail(fmt::format("must not be negative, got {}", text));
+    if (!text.empty() && text[0] == '-') fail(fmt::format("must not be negative, got {}", escape_bytes(text)));
     const auto bytes = parse_size(text);
-    if (!bytes) fail(fmt::format("expected a size in bytes such as 1024 or 80GiB, got '{}'", text));
+    if (!bytes) fail(fmt::format("expected a size in bytes such as 1024 or 80GiB, got {}", quote(text)));
     return *bytes;
 }
 
@@ -214,7 +215,7 @@ double Field::as_double() const {
     double value = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec != std::errc() || end != text.data() + text.size())
-        fail(fmt::format("expected a number, got '{}'", text));
+        fail(fmt::format("expected a number, got {}", quote(text)));
     return value;
 }
 

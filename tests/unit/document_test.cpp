@@ -149,6 +149,24 @@ TEST(Field, BadScalars) {
     EXPECT_EQ(root.get("e")->as_uint(70000), 70000u);
 }
 
+// A file's own bytes (control characters, bytes that are not UTF-8, very
+// long values) reach a message escaped and cut, so it stays one readable,
+// JSON-safe line (issue 19, defect 5).
+TEST(Field, ErrorsEscapeTheFilesBytes) {
+    const Document doc = json(std::string("{\"n\": \"1\\u0007\", \"s\": \"\\u00ff\", \"bad\\tname\": 1, \"long\": \"") +
+                              std::string(500, 'x') + "\"}");
+    const Field root = doc.root();
+    EXPECT_EQ(parse_error([&] { root.get("n")->as_uint(10); }), "test.json:1:7: n: expected a non-negative integer, got '1\\x07'");
+    EXPECT_THAT(parse_error([&] { root.get("s")->as_double(); }), HasSubstr("s: expected a number, got '\\xc3\\xbf'"));
+    const std::string unknown = parse_error([&] { root.expect_map({"n", "s", "long"}); });
+    EXPECT_THAT(unknown, HasSubstr("bad\\x09name: unknown field 'bad\\x09name'")) << unknown;
+    const std::string long_value = parse_error([&] { root.get("long")->as_size(); });
+    EXPECT_THAT(long_value, HasSubstr("...' (500 bytes)")) << long_value;
+    EXPECT_LT(long_value.size(), 250u) << long_value;
+    for (const std::string& message : {unknown, long_value})
+        for (const char c : message) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << message;
+}
+
 TEST(Field, NegativeNumbers) {
     const Document doc = yaml("gpus: -1\ngpu_memory: -5\nother: -5GiB\n");
     const Field root = doc.root();
