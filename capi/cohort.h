@@ -1064,7 +1064,12 @@ COHORT_API int cohort_coordinator_create(const char* host, uint16_t port, const 
  * availability (docs/coordinator.md, "High availability") "etcd" (endpoints,
  * "host:2379,https://host2:2379"), "etcd_prefix", "etcd_cacert",
  * "etcd_cert", "etcd_key", "etcd_user", "etcd_password", "leader_ttl"
- * (whole seconds), "advertise_url", "replica_id". INVALID_ARGUMENT naming
+ * (whole seconds), "advertise_url", "replica_id"; for HTTPS (PEM files)
+ * "tls_cert", "tls_key" and "tls_client_ca" (clients must then present a
+ * certificate this CA signed); and the connection limits
+ * "max_connections", "max_connections_per_client" (0 to 65536, 0: the
+ * default), "idle_timeout", "crowded_idle_timeout" (seconds). An HTTPS
+ * coordinator's cohort_coordinator_url is "https://...". INVALID_ARGUMENT naming
  * the field for an unknown field or a value of the wrong type, then as
  * cohort_coordinator_create. Pairs with cohort_coordinator_destroy. */
 COHORT_API int cohort_coordinator_from_json(const char* options_json, cohort_coordinator** out);

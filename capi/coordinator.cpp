@@ -3,6 +3,8 @@
 #include "coordinator_json.hpp"
 #include "handles.hpp"
 
+#include "core/text.hpp"
+
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/parse.hpp>
@@ -11,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -49,7 +52,8 @@ cohort::CoordinatorOptions coordinator_options_from_json(const std::string& text
     }
     if (!parsed.is_object()) throw Error(Errc::invalid_argument, fmt::format("{}: options_json must be an object", fn));
     const auto wrong = [&](std::string_view key, const char* want) {
-        return Error(Errc::invalid_argument, fmt::format("{}: options_json field \"{}\" must be {}", fn, key, want));
+        return Error(Errc::invalid_argument,
+                     fmt::format("{}: options_json field \"{}\" must be {}", fn, cohort::detail::escape_bytes(key), want));
     };
     // Not a structured binding: clang 14 cannot capture one in the lambdas.
     for (const auto& field : parsed.as_object()) {
@@ -69,13 +73,16 @@ cohort::CoordinatorOptions coordinator_options_from_json(const std::string& text
             if (!value.is_number() || !(value.to_number<double>() > 0)) throw wrong(key, "a positive number of seconds");
             return value.to_number<double>();
         };
+        const auto milliseconds_of = [&] {
+            return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds_of() * 1000)));
+        };
         if (key == "host") options.host = text_of();
         else if (key == "port") options.port = static_cast<uint16_t>(count_of(65535));
         else if (key == "token") options.token = text_of();
         else if (key == "data_dir") options.data_dir = text_of();
         else if (key == "max_members") options.max_members = count_of(UINT32_MAX);
         else if (key == "idempotency_window")
-            options.idempotency_window = std::chrono::milliseconds(static_cast<int64_t>(seconds_of() * 1000));
+            options.idempotency_window = milliseconds_of();
         else if (key == "idempotency_keys") options.idempotency_keys = count_of(UINT32_MAX);
         else if (key == "etcd") options.etcd = text_of();
         else if (key == "etcd_prefix") options.etcd_prefix = text_of();
@@ -87,9 +94,16 @@ cohort::CoordinatorOptions coordinator_options_from_json(const std::string& text
         else if (key == "leader_ttl") options.leader_ttl = std::chrono::seconds(count_of(3600));
         else if (key == "advertise_url") options.advertise_url = text_of();
         else if (key == "replica_id") options.replica_id = text_of();
+        else if (key == "tls_cert") options.tls_cert_file = text_of();
+        else if (key == "tls_key") options.tls_key_file = text_of();
+        else if (key == "tls_client_ca") options.tls_client_ca_file = text_of();
+        else if (key == "max_connections") options.max_connections = count_of(65536);
+        else if (key == "max_connections_per_client") options.max_connections_per_client = count_of(65536);
+        else if (key == "idle_timeout") options.idle_timeout = milliseconds_of();
+        else if (key == "crowded_idle_timeout") options.crowded_idle_timeout = milliseconds_of();
         else
-            throw Error(Errc::invalid_argument,
-                        fmt::format("{}: options_json has an unknown field \"{}\" (see cohort.h)", fn, key));
+            throw Error(Errc::invalid_argument, fmt::format("{}: options_json has an unknown field \"{}\" (see cohort.h)",
+                                                            fn, cohort::detail::escape_bytes(key)));
     }
     return options;
 }

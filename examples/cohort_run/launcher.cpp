@@ -124,13 +124,17 @@ void Launcher::connect() {
         co.host = o_.host;
         co.port = o_.port;
         co.data_dir = o_.data_dir;
+        co.tls_cert_file = o_.tls_cert;
+        co.tls_key_file = o_.tls_key;
+        co.tls_client_ca_file = o_.tls_client_ca;
         server_ = std::make_unique<cohort::Coordinator>(co);
+        const char* scheme = o_.tls_cert.empty() ? "http" : "https";
         // The workers are on this machine: a wildcard address is reached
         // through loopback.
         const bool wildcard = o_.host == "0.0.0.0" || o_.host == "::" || o_.host == "[::]";
-        url_ = wildcard ? fmt::format("http://127.0.0.1:{}", server_->port()) : server_->url();
+        url_ = wildcard ? fmt::format("{}://127.0.0.1:{}", scheme, server_->port()) : server_->url();
         // Under Slurm they are on other nodes: this node's address.
-        if (slurm_options_ && wildcard) url_ = fmt::format("http://{}:{}", slurm_url_host(), server_->port());
+        if (slurm_options_ && wildcard) url_ = fmt::format("{}://{}:{}", scheme, slurm_url_host(), server_->port());
         advertised_ = advertised_address(o_.master_addr, o_.host);
     } else {
         // HOST:PORT, a list of the replicas, or etcd:// (the replicas'

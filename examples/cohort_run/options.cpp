@@ -35,6 +35,14 @@ options:
                               127.0.0.1; 0.0.0.0 lets launchers on other
                               machines join: set COHORT_COORDINATOR_TOKEN)
       --data-dir DIR          the standalone coordinator's durable state
+      --tls-cert PEM, --tls-key PEM
+                              the standalone coordinator serves HTTPS with
+                              this certificate (valid for 127.0.0.1, where
+                              the workers reach it); the launcher and its
+                              workers check it against the CA in
+                              COHORT_COORDINATOR_CACERT
+      --tls-client-ca PEM     and requires client certificates this CA
+                              signed (COHORT_COORDINATOR_CERT and _KEY)
       --coordinator HOST:PORT a running coordinator (several cohort-run with
                               one coordinator act as several nodes); its
                               replicas as HOST:PORT,HOST:PORT, or
@@ -178,6 +186,12 @@ std::optional<Options> parse(int argc, char** argv) {
             if (o.host.empty()) throw Error(Errc::invalid_argument, "--host: needs an address");
         } else if (arg == "--data-dir") {
             o.data_dir = args.value();
+        } else if (arg == "--tls-cert") {
+            o.tls_cert = args.value();
+        } else if (arg == "--tls-key") {
+            o.tls_key = args.value();
+        } else if (arg == "--tls-client-ca") {
+            o.tls_client_ca = args.value();
         } else if (arg == "--coordinator") {
             o.coordinator = args.value();
         } else if (arg == "--job") {
@@ -282,6 +296,11 @@ std::optional<Options> parse(int argc, char** argv) {
     }
     if ((o.port != 0 || !o.data_dir.empty() || o.host != "127.0.0.1") && !o.standalone) {
         throw Error(Errc::invalid_argument, "--port, --host and --data-dir are for --standalone");
+    }
+    if ((!o.tls_cert.empty() || !o.tls_key.empty() || !o.tls_client_ca.empty()) && !o.standalone) {
+        throw Error(Errc::invalid_argument,
+                    "--tls-cert, --tls-key and --tls-client-ca are for --standalone; a launcher of a running "
+                    "coordinator finds its CA and its own certificate in COHORT_COORDINATOR_CACERT, _CERT and _KEY");
     }
     if (o.kill_rank && *o.kill_rank >= o.nproc_per_node) {
         throw Error(Errc::invalid_argument, fmt::format("--kill-worker: local rank {} but only {} workers",

@@ -30,6 +30,9 @@ struct Options {
     uint16_t port = 0;
     std::string host = "127.0.0.1";  // the standalone coordinator's address
     std::string data_dir;
+    // --tls-cert, --tls-key, --tls-client-ca: the standalone coordinator
+    // serves HTTPS (clients find its CA in COHORT_COORDINATOR_CACERT).
+    std::string tls_cert, tls_key, tls_client_ca;
     std::string coordinator;  // "HOST:PORT" or "http://HOST:PORT"
     std::string job = "cohort";
     std::string node_id;  // default: the host name

@@ -16,6 +16,7 @@ retry deadline raises Unavailable naming the URL.
 
 import ctypes
 import json
+import os
 from ctypes import byref, c_char_p, c_int32, c_uint16, c_uint64
 
 from . import _lib, _util
@@ -38,35 +39,47 @@ class Coordinator(_util.Handle):
     this one of several replicas sharing their state in etcd under
     etcd_prefix; the other keywords (etcd_cacert, etcd_cert, etcd_key,
     etcd_user, etcd_password, leader_ttl, advertise_url, replica_id) are
-    cohort-coordinator's flags of the same names."""
+    cohort-coordinator's flags of the same names.
+
+    HTTPS: tls_cert and tls_key (PEM files) serve https://; tls_client_ca
+    also requires every client to present a certificate that CA signed.
+    Clients find the CA in $COHORT_COORDINATOR_CACERT. Connection limits:
+    max_connections, max_connections_per_client, idle_timeout and
+    crowded_idle_timeout (seconds), as the flags of the same names."""
 
     _kind = "coordinator"
     _destroy_name = "cohort_coordinator_destroy"
 
-    _HA = ("etcd", "etcd_prefix", "etcd_cacert", "etcd_cert", "etcd_key", "etcd_user",
-           "etcd_password", "leader_ttl", "advertise_url", "replica_id")
+    _OPTIONS = ("etcd", "etcd_prefix", "etcd_cacert", "etcd_cert", "etcd_key", "etcd_user",
+                "etcd_password", "leader_ttl", "advertise_url", "replica_id",
+                "tls_cert", "tls_key", "tls_client_ca",
+                "max_connections", "max_connections_per_client", "idle_timeout",
+                "crowded_idle_timeout")
 
-    def __init__(self, host=None, port=0, token=None, data_dir=None, **ha):
+    def __init__(self, host=None, port=0, token=None, data_dir=None, **options):
         lib = _lib.load()
-        unknown = sorted(set(ha) - set(self._HA))
+        unknown = sorted(set(options) - set(self._OPTIONS))
         if unknown:
             raise InvalidArgument(f"Coordinator: unknown keyword {unknown[0]!r}; "
-                                        f"known: {', '.join(self._HA)}")
-        if not ha:
+                                        f"known: {', '.join(self._OPTIONS)}")
+        if not options:
             ptr = _util.create(lib.cohort_coordinator_create, _lib.coordinator_p,
                                _util.text("host", host, True), _util.uint("port", port, 16),
                                _util.text("token", token, True),
                                _util.text("data_dir", None if data_dir is None else
                                           _util.fspath(data_dir), True))
         else:
-            options = {k: v for k, v in ha.items() if v is not None}
+            # JSON carries text: paths are checked as paths, then decoded.
+            path = lambda v: os.fsdecode(_util.fspath(v))
+            options = {k: path(v) if k.startswith("tls_") else v
+                       for k, v in options.items() if v is not None}
             options["port"] = _util.uint("port", port, 16)
             if host is not None:
                 options["host"] = host
             if token is not None:
                 options["token"] = token
             if data_dir is not None:
-                options["data_dir"] = _util.fspath(data_dir)
+                options["data_dir"] = path(data_dir)
             ptr = _util.create(lib.cohort_coordinator_from_json, _lib.coordinator_p,
                                _util.text("options", json.dumps(options)))
         super().__init__(ptr)

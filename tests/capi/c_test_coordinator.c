@@ -248,7 +248,25 @@ static void test_coordinator_json(void) {
               COHORT_ERR_INVALID_ARGUMENT, "prefix");
     CHECK_ERR(cohort_coordinator_from_json("{\"etcd\": \"127.0.0.1:1\", \"data_dir\": \"/tmp/x\"}", &server),
               COHORT_ERR_INVALID_ARGUMENT, "etcd");
+    /* A field name's odd bytes come back escaped. */
+    CHECK_ERR(cohort_coordinator_from_json("{\"a\\u0001\\u00e9\": 1}", &server), COHORT_ERR_INVALID_ARGUMENT,
+              "unknown field \"a\\x01\\xc3\\xa9\"");
+    /* TLS and connection limits: files checked, values range-checked. */
+    CHECK_ERR(cohort_coordinator_from_json("{\"tls_cert\": \"/nonexistent/c.pem\", \"tls_key\": \"/nonexistent/k.pem\"}",
+                                           &server),
+              COHORT_ERR_INVALID_ARGUMENT, "/nonexistent/c.pem");
+    CHECK_ERR(cohort_coordinator_from_json("{\"tls_client_ca\": \"/nonexistent/ca.pem\"}", &server),
+              COHORT_ERR_INVALID_ARGUMENT, "tls_cert_file");
+    CHECK_ERR(cohort_coordinator_from_json("{\"max_connections\": 70000}", &server), COHORT_ERR_INVALID_ARGUMENT,
+              "\"max_connections\" must be a whole number from 0 to 65536");
+    CHECK_ERR(cohort_coordinator_from_json("{\"idle_timeout\": 0}", &server), COHORT_ERR_INVALID_ARGUMENT,
+              "\"idle_timeout\" must be a positive number");
     CHECK(server == NULL);
+    CHECK_OK(cohort_coordinator_from_json("{\"max_connections\": 64, \"max_connections_per_client\": 8, "
+                                          "\"idle_timeout\": 5, \"crowded_idle_timeout\": 0.5}",
+                                          &server));
+    cohort_coordinator_destroy(server);
+    server = NULL;
 }
 
 int run_coordinator_tests(void); /* called by c_test.c's main() */

@@ -704,7 +704,8 @@ def make_certificates(workdir):
 
 def case_https(tools, workdir):
     """cohort-run and its workers reach a coordinator over mutual TLS with
-    the files named in the environment."""
+    the files named in the environment; then cohort-run --standalone serves
+    HTTPS itself (--tls-cert, --tls-key, --tls-client-ca)."""
     exe = os.path.join(os.path.dirname(tools.run), "cohort-coordinator")
     check(os.access(exe, os.X_OK), f"https: no cohort-coordinator next to cohort-run ({exe})")
     files = make_certificates(workdir)
@@ -744,6 +745,21 @@ def case_https(tools, workdir):
               f"https: the refused handshake is not counted in /metrics: {counted}")
         print(f"https: trained through {url} under mutual TLS; weights within {diff:.3g} of the reference; "
               f"{counted[0]}", flush=True)
+        # cohort-run --standalone serving HTTPS with client certificates
+        # itself, the same files in the environment.
+        weights = os.path.join(workdir, "weights-standalone.json")
+        tls_flags = ["--tls-cert", files["server.pem"], "--tls-key", files["server.key"],
+                     "--tls-client-ca", files["ca.pem"]]
+        standalone = Launcher(tools, workdir, "tls-standalone",
+                              [*JOB_FLAGS, *tls_flags, "--nproc-per-node", "2", "--job", "tls"],
+                              [tools.train, *flags, "--weights-out", weights])
+        check_done(standalone, standalone.wait(90), 0)
+        served = standalone.of("coordinator")
+        check(served and served[0].get("url", "").startswith("https://127.0.0.1:"),
+              f"https: cohort-run --standalone --tls-cert did not serve https:// ({served})")
+        diff = check_trained(standalone, weights, ref)
+        print(f"https: cohort-run --standalone served {served[0]['url']} under mutual TLS; weights within "
+              f"{diff:.3g} of the reference", flush=True)
     finally:
         for k, v in saved.items():
             if v is None:

@@ -2,7 +2,10 @@
 join, wait for the world, heartbeat, the store, shards, leave, and the
 errors for a wrong token, an unknown job and a wrong generation."""
 
+import os
 import socket
+import subprocess
+import tempfile
 import threading
 import time
 import unittest
@@ -148,6 +151,69 @@ class CoordinatorTest(unittest.TestCase):
         with self.assertRaises(cohort.InvalidArgument) as caught:
             cohort.CoordinatorClient(f"{self.server.url},,{dead}")
         self.assertIn("entry 2 is empty", str(caught.exception))
+
+
+class CoordinatorHttps(unittest.TestCase):
+    """Coordinator(tls_cert=, tls_key=, tls_client_ca=) serves HTTPS with
+    client certificates; clients take their files from the environment.
+    Certificates are made here with the openssl command."""
+
+    ENV = ("COHORT_COORDINATOR_CACERT", "COHORT_COORDINATOR_CERT", "COHORT_COORDINATOR_KEY")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = tempfile.TemporaryDirectory(prefix="cohort-https-")
+        d = cls.folder.name
+        with open(os.path.join(d, "cert.ext"), "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n")
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        run = lambda *args: subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60, cwd=d)
+        run("req", "-x509", *ec, "-days", "1", "-subj", "/CN=ca", "-keyout", "ca.key", "-out", "ca.pem")
+        for name in ("server", "client"):
+            run("req", *ec, "-subj", f"/CN={name}", "-keyout", f"{name}.key", "-out", f"{name}.csr")
+            run("x509", "-req", "-days", "1", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-extfile", "cert.ext", "-out", f"{name}.pem")
+        cls.files = {n: os.path.join(d, n) for n in os.listdir(d)}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.folder.cleanup()
+
+    def setUp(self):
+        saved = {k: os.environ.get(k) for k in self.ENV}
+        self.addCleanup(lambda: [os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+                                 for k, v in saved.items()])
+        for k in self.ENV:
+            os.environ.pop(k, None)
+
+    def test_mutual_tls(self):
+        f = self.files
+        with cohort.Coordinator(token="", tls_cert=f["server.pem"], tls_key=f["server.key"],
+                                tls_client_ca=f["ca.pem"], max_connections=64, idle_timeout=5) as server:
+            self.assertEqual(server.url, f"https://127.0.0.1:{server.port}")
+            os.environ["COHORT_COORDINATOR_CACERT"] = f["ca.pem"]
+            with cohort.CoordinatorClient(server.url, token="", timeout=5, retry_deadline=0) as anonymous:
+                with self.assertRaisesRegex(cohort.PermissionDenied, "certificate"):
+                    anonymous.create_job("refused")
+            os.environ["COHORT_COORDINATOR_CERT"] = f["client.pem"]
+            os.environ["COHORT_COORDINATOR_KEY"] = f["client.key"]
+            with cohort.CoordinatorClient(server.url, token="", timeout=5, retry_deadline=0) as client:
+                client.create_job("train", SETTINGS)
+                self.assertEqual(client.job_state("train")["name"], "train")
+                self.assertEqual(client.join("train", "a")["state"], "waiting")
+
+    def test_bad_options_are_named(self):
+        f = self.files
+        with self.assertRaisesRegex(cohort.InvalidArgument, "tls_key_file"):
+            cohort.Coordinator(tls_cert=f["server.pem"])
+        with self.assertRaisesRegex(cohort.InvalidArgument, "cannot read .*/nonexistent.pem"):
+            cohort.Coordinator(tls_cert="/nonexistent.pem", tls_key=f["server.key"])
+        with self.assertRaisesRegex(cohort.InvalidArgument, '"idle_timeout" must be a positive number'):
+            cohort.Coordinator(idle_timeout=-1)
+        with self.assertRaisesRegex(cohort.InvalidArgument, '"max_connections" must be a whole number from 0 to 65536'):
+            cohort.Coordinator(max_connections=70000)
+        with self.assertRaisesRegex(cohort.InvalidArgument, "unknown keyword 'tls_ca'"):
+            cohort.Coordinator(tls_ca=f["ca.pem"])
 
 
 if __name__ == "__main__":

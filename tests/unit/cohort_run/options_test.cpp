@@ -60,6 +60,28 @@ TEST(CohortRunOptions, MissingValuesAreErrors) {
     EXPECT_NE(error_of({"--master-addr"}).find("--master-addr"), std::string::npos);
 }
 
+TEST(CohortRunOptions, TlsFlagsAreForTheStandaloneCoordinator) {
+    const auto o = parse({"--tls-cert", "s.pem", "--tls-key", "s.key", "--tls-client-ca", "ca.pem"});
+    ASSERT_TRUE(o);
+    EXPECT_EQ(o->tls_cert, "s.pem");
+    EXPECT_EQ(o->tls_key, "s.key");
+    EXPECT_EQ(o->tls_client_ca, "ca.pem");
+    std::vector<std::string> all = {"cohort-run", "--coordinator", "127.0.0.1:1", "--tls-cert", "s.pem", "--",
+                                    "/bin/true"};
+    std::vector<char*> argv;
+    for (std::string& a : all) argv.push_back(a.data());
+    try {
+        cohort_run::parse(static_cast<int>(argv.size()), argv.data());
+        ADD_FAILURE() << "--tls-cert with --coordinator was accepted";
+    } catch (const cohort::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--tls-cert, --tls-key and --tls-client-ca are for --standalone"),
+                  std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find("COHORT_COORDINATOR_CACERT"), std::string::npos) << e.what();
+    }
+    EXPECT_NE(error_of({"--tls-key"}).find("--tls-key"), std::string::npos);
+}
+
 TEST(CohortRunOptions, BadMasterAddrIsRefused) {
     EXPECT_NE(error_of({"--master-addr", ""}).find("--master-addr: '' is not a host name"), std::string::npos);
     EXPECT_NE(error_of({"--master-addr", "a b"}).find("--master-addr: 'a b'"), std::string::npos);
