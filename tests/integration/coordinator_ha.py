@@ -475,7 +475,11 @@ def case_etcd_down(exe, workdir):
     check(status == 200, f"heartbeat while etcd is down: {status} {answer}")
     key = "etcd-down-change"
     status, answer, _ = call(leader.url, "PUT", f"{job.store}/during", raw=b"v", key=key)
-    check(status == 503 and "etcd" in json.dumps(answer), f"a change while etcd is down: {status} {answer}")
+    # Held until etcd_write_timeout, then told why and that the retry with
+    # the same Idempotency-Key is safe.
+    said = json.dumps(answer)
+    check(status == 503 and "etcd" in said and "cannot be reached" in said and "Idempotency-Key" in said,
+          f"a change while etcd is down: {status} {answer}")
     etcd.start(0)
     etcd.wait_healthy()
     # The same leader carries on; the retry of the refused change is answered.

@@ -310,10 +310,22 @@ def case_bad_flags(exe, workdir):
         ("--max-members", "lots", "--max-members: expected a whole number (0: no cap), got 'lots'"),
         ("--idle-timeout", "0", "--idle-timeout: expected seconds, from 0.001 to a year, got '0'"),
         ("--crowded-idle-timeout", "soon", "--crowded-idle-timeout: expected seconds"),
+        # The replica flags (docs/coordinator.md, "High availability").
+        ("--leader-ttl", "0", "--leader-ttl: expected whole seconds, 1 to 3600"),
+        ("--leader-ttl", "3601", "--leader-ttl: expected whole seconds, 1 to 3600"),
+        ("--advertise-url", "ftp://h:1", "--advertise-url: expected http://HOST:PORT, got 'ftp://h:1'"),
     ]:
         p = subprocess.run([exe, flag, value], capture_output=True, timeout=20)
         err = p.stderr.decode()
         check(p.returncode == 2 and says in err, f"{flag} {value}: exit {p.returncode}, stderr {err!r}")
+    for flags, says in [
+        (["--etcd-prefix", "/p"], "--etcd-prefix, --advertise-url and --replica-id go with --etcd"),
+        (["--replica-id", "a"], "--etcd-prefix, --advertise-url and --replica-id go with --etcd"),
+        (["--etcd", "127.0.0.1:1", "--data-dir", workdir], "--etcd and --data-dir: give one"),
+    ]:
+        p = subprocess.run([exe, *flags], capture_output=True, timeout=20)
+        err = p.stderr.decode()
+        check(p.returncode == 2 and says in err, f"{flags}: exit {p.returncode}, stderr {err!r}")
     p = subprocess.run([exe, "--idle-timeout", "5", "--crowded-idle-timeout", "10"], capture_output=True, timeout=20)
     check(p.returncode == 2 and "--crowded-idle-timeout (10 s) must not exceed --idle-timeout (5 s)" in p.stderr.decode(),
           f"crowded above idle: exit {p.returncode}, {p.stderr.decode()!r}")
