@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include <arpa/inet.h>
@@ -247,6 +248,36 @@ TEST(CoordinatorHttps, BadClientFilesAreNamedAtConstruction) {
                                                       client(pki().good.ca, pki().good.client_cert, ""));
                               }),
                 HasSubstr("give both"));
+}
+
+// Replicas on etcd serving HTTPS: a follower names the leader by its
+// https:// URL, which a client verifies and follows, and a client of the
+// list carries on when the first replica stops.
+TEST(CoordinatorHttps, ReplicasOnEtcdServeHttpsAndClientsFollowTheLeader) {
+    EtcdCluster etcd;
+    const auto replica = [&](const char* id) {
+        CoordinatorOptions o = https_server(false);
+        o.etcd = etcd.endpoints();
+        o.etcd_prefix = "/cohort/https-replicas";
+        o.replica_id = id;
+        return std::make_unique<Coordinator>(o);
+    };
+    auto a = replica("a");
+    auto b = replica("b");
+    ASSERT_THAT(a->url(), ::testing::StartsWith("https://127.0.0.1:"));
+    ASSERT_THAT(b->url(), ::testing::StartsWith("https://127.0.0.1:"));
+    CoordinatorClient both(a->url() + "," + b->url(), client(pki().good.ca));
+    exercise(both);
+    // Each replica as a client's only URL: the follower's answer names the
+    // leader, over HTTPS.
+    for (const Coordinator* only : {a.get(), b.get()}) {
+        CoordinatorClient c(only->url(), client(pki().good.ca));
+        c.create_job("train", one_node());
+        EXPECT_EQ(c.store_get("train", 1, "k", 2s), "v") << only->url();
+    }
+    a.reset();
+    both.create_job("after", one_node());  // b leads now, or led already
+    EXPECT_EQ(both.store_get("train", 1, "k", 2s), "v");
 }
 
 }  // namespace
