@@ -22,7 +22,7 @@ if [ "${COHORT_NO_SANITIZE:-0}" = 1 ]; then sanitize=0; fi
 # shown if they fail.
 builds=""
 if [ "$sanitize" = 1 ]; then
-  setsid nice -n 19 bash -c 'bash scripts/sanitize.sh --build-only && bash scripts/tsan.sh --build-only' \
+  setsid -w nice -n 19 bash -c 'bash scripts/sanitize.sh --build-only && bash scripts/tsan.sh --build-only' \
     > build/sanitizer-builds.log 2>&1 &
   builds=$!
   trap '[ -n "$builds" ] && kill -- -"$builds" 2>/dev/null; true' EXIT
