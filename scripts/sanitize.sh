@@ -6,7 +6,13 @@
 #      python tests with the ASan runtime preloaded (leaks not checked), and
 #      the integration tests of cohort's programs (see below),
 #   2. every fuzzer replaying its seeds and regression inputs (ctest -L fuzz),
-#   3. every fuzzer fuzzing for FUZZ_SECONDS (default 20), two at a time.
+#   3. every fuzzer fuzzing for FUZZ_SECONDS (default 20), two at a time,
+#      from the seed COHORT_FUZZ_SEED (default 1; 0 draws one at random).
+#      With a fixed seed libFuzzer makes the same mutations in the same
+#      order on every run of the same code (where a harness's coverage does
+#      not hang on time or threads), so a CI failure can be reproduced and
+#      a longer run with that seed, before a push, tries what a shorter one
+#      will; scripts/fuzz.sh draws a new seed each run, to explore.
 # Any sanitizer report, test failure or fuzzer crash fails the stage; a
 # crash leaves its input in build-asan/fuzz/artifacts/.
 #
@@ -28,12 +34,15 @@ elif [ "${1:-}" = "--build-only" ]; then
 fi
 seconds=${1:-20}
 case "$seconds" in '' | *[!0-9]*) echo "sanitize: FUZZ_SECONDS must be a whole number, not '$seconds'" >&2; exit 2 ;; esac
+seed=${COHORT_FUZZ_SEED:-1}
+case "$seed" in '' | *[!0-9]*) echo "sanitize: COHORT_FUZZ_SEED must be a whole number, not '$seed'" >&2; exit 2 ;; esac
 jobs=$(nproc 2>/dev/null || echo 2)
 build="$PWD/build-asan"  # absolute: a harness may change its directory
 started=$SECONDS
 stage() { echo "sanitize: $1 ($((SECONDS - started)) s so far)"; }
 
 source scripts/clang_tree.sh
+source scripts/asan_integration.sh
 configure_clang_tree sanitize "$build" -DCOHORT_FUZZ=ON
 mapfile -t fuzzers < "$build/tests/fuzz/fuzzers.txt"
 targets=()
@@ -74,32 +83,40 @@ if [ "$fuzz_only" = 0 ]; then
   # starts Python workers (two ASan runtimes cannot share those processes).
   stage "integration tests of cohort's programs under ASan+UBSan"
   ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 300 \
-    -R '^integration\.((launcher|coordinator_restart|coordinator_ha|coordinator_members|orphans|comm_processes|torchrun)\..*|train_demo\.(three|kill|checkpoint)|hosts\.(tool|script|training_.*))$'
+    -R "$asan_integration_programs"
   stage "integration tests with Python ranks under ASan+UBSan (runtime preloaded)"
   ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 300 \
-    -R '^integration\.hosts\.(collectives_.*|mtu|store_route)$'
+    -R "$asan_integration_python"
   stage "replaying the fuzzers' seeds and regression inputs"
   ctest --test-dir "$build" -L '^fuzz$' --output-on-failure -j "$jobs" --timeout 300
 fi
 
 if [ "$seconds" -gt 0 ]; then
-  stage "fuzzing ${#fuzzers[@]} harnesses for $seconds s each"
+  stage "fuzzing ${#fuzzers[@]} harnesses for $seconds s each (seed $seed)"
   mkdir -p "$build/fuzz/artifacts"
-  export COHORT_SANITIZE_BUILD="$build" COHORT_FUZZ_SECONDS="$seconds"
+  export COHORT_SANITIZE_BUILD="$build" COHORT_FUZZ_SECONDS="$seconds" COHORT_FUZZ_SEED="$seed"
   # Each harness's working corpus starts from its seeds (named by content:
-  # two seeds may share a file name) and keeps what earlier runs found.
+  # two seeds may share a file name). Drawn seeds keep what earlier runs
+  # found (fuzz/corpus/); a fixed seed starts from the seeds alone
+  # (fuzz/fixed/, emptied first), so the run is the same wherever it runs.
   printf '%s\n' "${fuzzers[@]}" | xargs -P "$jobs" -I{} bash -c '
     name=$1
-    corpus=$COHORT_SANITIZE_BUILD/fuzz/corpus/$name
+    if [ "$COHORT_FUZZ_SEED" = 0 ]; then
+      corpus=$COHORT_SANITIZE_BUILD/fuzz/corpus/$name
+    else
+      corpus=$COHORT_SANITIZE_BUILD/fuzz/fixed/$name
+      rm -rf "$corpus"
+    fi
     mkdir -p "$corpus"
     while IFS= read -r seed; do
       [ -n "$seed" ] && cp "$seed" "$corpus/seed-$(sha1sum < "$seed" | cut -c1-16)"
     done < "$COHORT_SANITIZE_BUILD/tests/fuzz/$name.seeds"
     log=$COHORT_SANITIZE_BUILD/fuzz/$name.log
-    if "$COHORT_SANITIZE_BUILD/tests/fuzz/fuzz_$name" -max_total_time="$COHORT_FUZZ_SECONDS" -timeout=10 \
+    if "$COHORT_SANITIZE_BUILD/tests/fuzz/fuzz_$name" -max_total_time="$COHORT_FUZZ_SECONDS" -seed="$COHORT_FUZZ_SEED" -timeout=10 \
         -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$COHORT_SANITIZE_BUILD/fuzz/artifacts/$name-" "$corpus" > "$log" 2>&1; then
-      echo "fuzz $name: $(grep -E "^stat::number_of_executed_units" "$log" | tr -dc 0-9) runs, no crash"
+      echo "fuzz $name: $(grep -E "^stat::number_of_executed_units" "$log" | tr -dc 0-9) runs, no crash" \
+        "($(grep -m1 -oE "Seed: [0-9]+" "$log"))"
     else
       echo "fuzz $name: FAILED; the end of $log:" >&2
       tail -n 40 "$log" >&2

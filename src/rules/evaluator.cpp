@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -94,14 +95,25 @@ RVal arith(Tok op, const RVal& a, const RVal& b, const Program& program, const N
     RVal r;
     if (a.kind == RVal::integer && b.kind == RVal::integer && op != Tok::slash) {
         r.kind = RVal::integer;
+        // Integers are 64-bit and a result that does not fit is an error:
+        // wrapping would turn a large count negative and flip a comparison.
+        bool overflow = false;
         switch (op) {
-            case Tok::plus: r.i = a.i + b.i; break;
-            case Tok::minus: r.i = a.i - b.i; break;
-            case Tok::star: r.i = a.i * b.i; break;
+            case Tok::plus: overflow = __builtin_add_overflow(a.i, b.i, &r.i); break;
+            case Tok::minus: overflow = __builtin_sub_overflow(a.i, b.i, &r.i); break;
+            case Tok::star: overflow = __builtin_mul_overflow(a.i, b.i, &r.i); break;
             default:
                 if (b.i == 0) return fail(state, program, at, "division by zero");
-                r.i = a.i % b.i;
+                // INT64_MIN % -1 traps on x86 although its value is 0.
+                r.i = b.i == -1 ? 0 : a.i % b.i;
                 break;
+        }
+        if (overflow) {
+            const char* sign = op == Tok::plus ? "+" : op == Tok::minus ? "-" : "*";
+            return fail(state, program, at,
+                        fmt::format("integer overflow: {} {} {} does not fit in 64 bits; write one operand as a "
+                                    "decimal (1.0) to compute in floating point",
+                                    a.i, sign, b.i));
         }
         return r;
     }
@@ -141,8 +153,11 @@ RVal call(const Program& program, const Node& n, const Context& context, EvalSta
         case Fn::abs: {
             RVal v = evaluate(program, args[0], context, state);
             if (undecided(v)) return v;
-            if (v.kind == RVal::integer) v.i = v.i < 0 ? -v.i : v.i;
-            else if (v.kind == RVal::number) v.d = std::fabs(v.d);
+            if (v.kind == RVal::integer) {
+                if (v.i == std::numeric_limits<int64_t>::min())
+                    return fail(state, program, n, fmt::format("integer overflow: abs({}) does not fit in 64 bits", v.i));
+                v.i = v.i < 0 ? -v.i : v.i;
+            } else if (v.kind == RVal::number) v.d = std::fabs(v.d);
             else return fail(state, program, n, fmt::format("abs() needs a number, got {}", describe(program, v)));
             return v;
         }
@@ -270,8 +285,11 @@ RVal evaluate(const Program& program, uint32_t index, const Context& context, Ev
         case Op::negate: {
             RVal v = evaluate(program, n.a, context, state);
             if (undecided(v)) return v;
-            if (v.kind == RVal::integer) v.i = -v.i;
-            else if (v.kind == RVal::number) v.d = -v.d;
+            if (v.kind == RVal::integer) {
+                if (v.i == std::numeric_limits<int64_t>::min())
+                    return fail(state, program, n, fmt::format("integer overflow: -({}) does not fit in 64 bits", v.i));
+                v.i = -v.i;
+            } else if (v.kind == RVal::number) v.d = -v.d;
             else return fail(state, program, n, fmt::format("'-' needs a number, got {}", describe(program, v)));
             return v;
         }

@@ -194,6 +194,28 @@ TEST(Expression, CompileErrorsPointAtThePlace) {
     EXPECT_THAT(compile_error("x AND 3"), HasSubstr("AND needs true or false, got int"));
 }
 
+// Found by fuzz.rule_condition in CI: 64-bit products, sums and negations
+// that overflow were undefined behaviour; they are named errors, at compile
+// time when folded and at evaluation otherwise, and never wrap.
+TEST(Expression, IntegerOverflowIsANamedError) {
+    EXPECT_THAT(compile_error("111110011*100023334426901 > 0"),
+                HasSubstr("integer overflow: 111110011 * 100023334426901 does not fit in 64 bits"));
+    EXPECT_THAT(compile_error("9223372036854775807 + 1 > 0"), HasSubstr("integer overflow"));
+    EXPECT_THAT(compile_error("-9223372036854775807 - 2 > 0"), HasSubstr("integer overflow"));
+    EXPECT_THAT(compile_error("-(-9223372036854775807 - 1) > 0"), HasSubstr("integer overflow: -(-9223372036854775808)"));
+    EXPECT_THAT(compile_error("abs(-9223372036854775807 - 1) > 0"), HasSubstr("integer overflow: abs("));
+    Outcome o = eval("x * y > 0", {{"x", int64_t{1} << 40}, {"y", int64_t{1} << 40}});
+    EXPECT_EQ(o.truth, Truth::unknown);
+    EXPECT_THAT(o.error, HasSubstr("integer overflow: 1099511627776 * 1099511627776"));
+    o = eval("x - y < 0", {{"x", -9223372036854775807}, {"y", 2}});
+    EXPECT_THAT(o.error, HasSubstr("integer overflow"));
+    // The most negative integer modulo -1 is 0, not a trap.
+    EXPECT_EQ(truth("(x - 1) % y == 0", {{"x", -9223372036854775807}, {"y", -1}}), Truth::yes);
+    // In range, integers stay exact; a decimal operand computes in floating point.
+    EXPECT_EQ(truth("x * 2 == 9223372036854775806", {{"x", 4611686018427387903}}), Truth::yes);
+    EXPECT_EQ(truth("x * 1.0 * x > 1000000000000000000000.0", {{"x", int64_t{1} << 40}}), Truth::yes);
+}
+
 TEST(Expression, CompileErrorsOnSecondLineAndWithSource) {
     const std::string message = compile_error("x > 1 AND\n  y >", {}, nullptr);
     EXPECT_EQ(message, "2:6: expected a value, got the end of the condition\n      y >\n         ^");
