@@ -13,10 +13,13 @@ configure_clang_tree() {
     extra+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   fi
   # -O1 with line tables only: a quarter less compile time than -O2 -g, and
-  # the reports still name file and line.
+  # the reports still name file and line. The tests' own objects at -O0:
+  # half their compile time again (measured on coordinator_client_test.cpp
+  # under ASan: 5.8 s against 11.3 s), and they do little of the work.
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOHORT_WERROR=ON \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
     -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCOHORT_BUILD_BENCHMARKS=OFF \
+    -DCOHORT_TEST_COMPILE_OPTIONS=-O0 \
     "${extra[@]}" "$@" >/dev/null
 }

@@ -491,7 +491,10 @@ void DurableState::prune() {
         for (uint64_t j : listing.journals) {
             if (j < oldest_kept) journal::remove_file(journal::journal_path(dir_, j));
         }
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
+        // Any failure, not only Error: the snapshot thread calls this from
+        // a noexcept function, where an escaping bad_alloc would end the
+        // process. Old files left behind cost disk, never state.
         if (warn_) warn_(fmt::format("cannot remove old journal files: {}", e.what()));
     }
 }
