@@ -116,6 +116,7 @@
 
 #include "coordinator/journal/data_dir.hpp"
 #include "coordinator/journal/journal.hpp"
+#include "coordinator/journal/snapshot_parts.hpp"
 #include "coordinator/state/state.hpp"
 
 #include <chrono>
@@ -214,7 +215,9 @@ private:
     // The file side, shared by both modes; with a writer, only the writer
     // thread calls these.
     void append(const std::vector<Event>& events, Clock::time_point now);
-    void write_snapshot(uint64_t seq, const boost::json::value& state);
+    void write_snapshot(uint64_t seq);
+    // stats_ after a snapshot is written (with a writer, under its mutex).
+    void count_snapshot(uint64_t seq, const journal::SnapshotWrite& written);
     void start_journal(uint64_t seq);
     // manifest.json := {the current journal, `durable`}, durably.
     void record_manifest(uint64_t durable);
@@ -226,7 +229,8 @@ private:
     void run_writer();
     void to_snapshotter(std::vector<Event> events, std::optional<uint64_t> marker);
     void run_snapshotter();
-    void write_snapshot_file(uint64_t seq, const boost::json::value& state) noexcept;
+    void write_snapshot_file(uint64_t seq, const CoordinatorState& state,
+                             journal::IncrementalSnapshots& parts) noexcept;
     void stop_writer() noexcept;
 
     std::filesystem::path dir_;
@@ -237,6 +241,9 @@ private:
     uint64_t segment_base_ = 0;
     uint64_t manifest_durable_ = 0;  // what manifest.json says is on disk
     bool has_snapshot_ = false;
+    // Without a writer: the parts of state_'s snapshots. start_writer()
+    // hands them to the snapshot thread with its replica.
+    journal::IncrementalSnapshots parts_;
     std::optional<Clock::time_point> unsynced_since_;
     bool broken_ = false;
     JournalStats stats_;  // with a writer, guarded by its mutex
