@@ -508,15 +508,19 @@ void DurableState::start_journal(uint64_t seq) {
 void DurableState::prune() {
     try {
         const journal::DirectoryListing listing = journal::list_data_directory(dir_);
+        if (listing.snapshots.empty()) return;
         const std::size_t kept = std::min<std::size_t>(listing.snapshots.size(), options_.keep);
-        const uint64_t oldest_kept = kept == 0 ? 0 : listing.snapshots[listing.snapshots.size() - kept];
-        for (uint64_t s : listing.snapshots) {
-            if (s < oldest_kept) journal::remove_file(journal::snapshot_path(dir_, s));
+        // Until there are more than `keep`, every journal stays (journal-0
+        // included: the way back from a damaged first snapshot).
+        if (listing.snapshots.size() > options_.keep) {
+            const uint64_t oldest_kept = listing.snapshots[listing.snapshots.size() - kept];
+            for (uint64_t s : listing.snapshots) {
+                if (s < oldest_kept) journal::remove_file(journal::snapshot_path(dir_, s));
+            }
+            for (uint64_t j : listing.journals) {
+                if (j < oldest_kept) journal::remove_file(journal::journal_path(dir_, j));
+            }
         }
-        for (uint64_t j : listing.journals) {
-            if (j < oldest_kept) journal::remove_file(journal::journal_path(dir_, j));
-        }
-        if (kept == 0) return;
         // Every kept snapshot is read first: one that cannot be read keeps
         // every part (the exception leaves before anything is removed).
         std::set<std::string> named;
