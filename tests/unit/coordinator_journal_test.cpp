@@ -490,9 +490,9 @@ TEST(CoordinatorJournal, DamagedNewestSnapshotIsNotSkippedSilently) {
     write(newest, text);
     const std::string message = error_of([&] { DurableState::open(dir.path(), o); }, Errc::parse);
     EXPECT_NE(message.find(newest.string() + ": byte 0: the snapshot"), std::string::npos) << message;
-    EXPECT_NE(message.find(fmt::format("move this file out of the directory and start again to recover from "
-                                       "snapshot-{:020}.json",
-                                       first)),
+    EXPECT_NE(message.find(fmt::format("move snapshot-{:020}.json out of the directory and start again to recover "
+                                       "from snapshot-{:020}.json",
+                                       second, first)),
               std::string::npos)
         << message;
 

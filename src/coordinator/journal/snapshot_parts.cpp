@@ -34,6 +34,7 @@ constexpr std::string_view kJobParts = "job_parts";
 std::vector<PartRef> read_refs(const json::value& state) {
     detail::FieldReader reader(state, "snapshot: state", Errc::parse);
     const json::array& entries = reader.array(kJobParts);
+    if (reader.find("jobs")) reader.fail("jobs", "is not expected beside job_parts (version 2 keeps jobs in parts)");
     std::vector<PartRef> out;
     out.reserve(entries.size());
     for (std::size_t i = 0; i < entries.size(); ++i) {
