@@ -274,7 +274,7 @@ TEST(CoordinatorSnapshotParts, PartsOfAnUnfinishedSnapshotAreRemovedAtStartUp) {
     const DurableState d = DurableState::open(dir.path(), manual_snapshots(), collect(warnings));
     EXPECT_EQ(text_of(d.state()), expected);
     ASSERT_EQ(warnings.size(), 2u);
-    EXPECT_NE(warnings[0].find(whole.string() + ": removed a part of an unfinished snapshot left by a crash"),
+    EXPECT_NE(warnings[0].find(whole.string() + ": removed a part of an unfinished snapshot, left by a crash"),
               std::string::npos)
         << warnings[0];
     EXPECT_NE(warnings[1].find(torn.string()), std::string::npos) << warnings[1];

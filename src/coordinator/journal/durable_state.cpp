@@ -521,8 +521,8 @@ void DurableState::prune() {
                 if (j < oldest_kept) journal::remove_file(journal::journal_path(dir_, j));
             }
         }
-        // Every kept snapshot is read first: one that cannot be read keeps
-        // every part (the exception leaves before anything is removed).
+        // Every kept snapshot is read before any part is removed: one that
+        // cannot be read keeps every part (the exception leaves first).
         std::set<std::string> named;
         for (std::size_t i = listing.snapshots.size() - kept; i < listing.snapshots.size(); ++i) {
             named.merge(journal::parts_named_by(journal::snapshot_path(dir_, listing.snapshots[i])));

@@ -119,8 +119,9 @@ CoordinatorState load_snapshot(const fs::path& dir, const DirectoryListing& list
     return at(file, 0, advice, [&] { return CoordinatorState::from_snapshot(state); });
 }
 
-// Parts newer than the newest snapshot are a snapshot a crash cut short
-// (its parts written, the snapshot file not): no snapshot can name them.
+// Parts newer than the newest snapshot are a snapshot a crash (or a failed
+// write) cut short, its parts written and its file not: no snapshot can
+// name them.
 // Parts older ones no longer name are left to prune(), which reads them.
 void remove_unfinished_parts(const fs::path& dir, const DirectoryListing& listing,
                              const std::function<void(std::string)>& warn) {
@@ -128,9 +129,10 @@ void remove_unfinished_parts(const fs::path& dir, const DirectoryListing& listin
     for (const std::string& name : listing.parts) {
         if (listing.snapshots.empty() || part_sequence(name) > newest) {
             remove_file(dir / name);
-            if (warn)
-                warn(
-                    fmt::format("{}: removed a part of an unfinished snapshot left by a crash", (dir / name).string()));
+            if (warn) {
+                warn(fmt::format("{}: removed a part of an unfinished snapshot, left by a crash or a failed write",
+                                 (dir / name).string()));
+            }
         }
     }
 }

@@ -63,7 +63,7 @@ json::value read_part_for(const fs::path& snapshot_file, uint64_t seq, const Par
                                               ref.job, snapshot_file.string(), advice));
     };
     std::error_code ec;
-    if (!fs::exists(file, ec)) throw fail("the part file is missing");
+    if (!fs::exists(file, ec) && !ec) throw fail("the part file is missing");
     std::string text;
     try {
         text = read_file(file);
