@@ -26,6 +26,8 @@ template <class... Fs>
 struct Overloaded : Fs... {
     using Fs::operator()...;
 };
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
 
 constexpr std::string_view kJobParts = "job_parts";
 
@@ -40,12 +42,12 @@ std::vector<PartRef> read_refs(const json::value& state) {
     for (std::size_t i = 0; i < entries.size(); ++i) {
         detail::FieldReader entry(entries[i], fmt::format("snapshot: state: job_parts[{}]", i), Errc::parse);
         entry.allow({"job", "file", "crc32"});
-        PartRef ref{std::string(entry.string("job")), std::string(entry.string("file")), 0};
+        PartRef ref{entry.string("job"), entry.string("file"), 0};
         if (!part_sequence(ref.file)) {
             entry.fail("file",
                        fmt::format("'{}' is not a part file name (part-<20 digits>-<6 digits>.json)", ref.file));
         }
-        const std::string_view hex = entry.string("crc32");
+        const std::string hex = entry.string("crc32");
         const auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), ref.crc32, 16);
         if (hex.size() != 8 || ec != std::errc() || end != hex.data() + hex.size()) {
             entry.fail("crc32", fmt::format("'{}' is not 8 hex digits", hex));
