@@ -203,6 +203,24 @@ TEST(CoordinatorSnapshotParts, MissingDamagedOrSwappedPartStopsStartUp) {
         << warnings[0];
 }
 
+// The snapshot's text picks the files opened: a name that is not a part
+// file's (a path elsewhere) is refused before anything is opened.
+TEST(CoordinatorSnapshotParts, ASnapshotNamesOnlyPartFiles) {
+    TempDir dir;
+    const auto snapshot_naming = [&](std::string_view file) {
+        boost::json::object state = CoordinatorState().snapshot_without_jobs();
+        state["job_parts"] =
+            boost::json::array{boost::json::object{{"job", "j"}, {"file", file}, {"crc32", "00000000"}}};
+        write(snapshot_file(dir.path(), 7), journal::incremental_snapshot_text(7, state));
+        return error_of([&] { DurableState::open(dir.path(), manual_snapshots()); }, Errc::parse);
+    };
+    for (const std::string_view file : {"../outside.json", "/etc/passwd", "part-7-0.json", "snapshot-1.json"}) {
+        const std::string message = snapshot_naming(file);
+        EXPECT_NE(message.find(snapshot_file(dir.path(), 7).string() + ": byte 0: "), std::string::npos) << message;
+        EXPECT_NE(message.find(fmt::format("'{}' is not a part file name", file)), std::string::npos) << message;
+    }
+}
+
 // A directory written before incremental snapshots: snapshot version 1,
 // the whole state in one file. It loads, and the next snapshot, version 2,
 // is pruned alongside it.
