@@ -1,7 +1,8 @@
 // One record of the coordinator's data directory: a journal line, a
-// snapshot or the manifest. The first byte picks which and whether the
-// harness seals the record with a correct CRC-32 first (else hardly any
-// input gets past the checksum to the JSON behind it). A journal line's
+// snapshot, the manifest or a snapshot's part (one job). The first byte
+// picks which and whether the harness seals the record with a correct
+// CRC-32 first (else hardly any input gets past the checksum to the JSON
+// behind it). A journal line's
 // event is then replayed into a state, as recovery does.
 #include "fuzz_input.hpp"
 
@@ -29,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     const std::string record = (flags & 1) != 0 ? sealed(in.rest()) : std::string(in.rest());
     cohort::fuzz::expect_named_errors("journal record", [&] {
         (void)journal::checksum_problem(record);
-        switch ((flags >> 1) % 3) {
+        switch ((flags >> 1) % 4) {
             case 0: {
                 const journal::JournalEntry entry = journal::read_journal_line(record);
                 // What was read is written back as the same line.
@@ -50,7 +51,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
                 }
                 break;
             }
-            default: (void)journal::read_manifest(record); break;
+            case 2:
+                (void)journal::read_manifest(record);
+                break;
+            default: {
+                (void)journal::stored_checksum(record);
+                const journal::PartRecord part = journal::read_part(record);
+                const Job job = Job::from_snapshot(part.job, "snapshot part");
+                // A job loaded from a part writes one that loads again.
+                try {
+                    (void)Job::from_snapshot(job.snapshot(), "snapshot part written back");
+                } catch (const cohort::Error& e) {
+                    cohort::fuzz::defect("journal: a snapshot part written back fails to load", e.what());
+                }
+                break;
+            }
         }
     });
     return 0;

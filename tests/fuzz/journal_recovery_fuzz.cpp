@@ -1,6 +1,6 @@
 // Start-up from a damaged data directory: the input is split into files
-// (a manifest, a snapshot, journal segments) written into a scratch
-// directory, and the coordinator's recovery reads them. A record line may
+// (a manifest, snapshots, their part files, journal segments) written into
+// a scratch directory, and the coordinator's recovery reads them. A record line may
 // be sealed with a correct CRC-32 by the harness, so the damage reaches
 // the JSON and the sequence checks behind the checksums. Recovery must end
 // in a state or a named error, never a crash.
@@ -45,8 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     const fs::path dir = cohort::fuzz::scratch_directory() / "data";
     fs::remove_all(dir);
     fs::create_directories(dir);
-    // Files are separated by a line "=== NAME": manifest, snapshot-N or
-    // journal-N (N its sequence number).
+    // Files are separated by a line "=== NAME": manifest, snapshot-N,
+    // part-N-I (job I of snapshot N) or journal-N (N its sequence number).
     cohort::fuzz::Input in(data, size);
     std::string name;  // none yet: journal-0, if there is text for it
     std::string text;
@@ -54,10 +54,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
         if (name.empty() && text.empty()) return;
         if (name.empty()) name = "journal-0";
         fs::path path;
-        uint64_t seq = 0;
-        for (const char c : name) seq = c >= '0' && c <= '9' ? (seq % 100000) * 10 + static_cast<uint64_t>(c - '0') : seq;
+        const auto number = [](std::string_view digits) {
+            uint64_t n = 0;
+            for (const char c : digits)
+                n = c >= '0' && c <= '9' ? (n % 100000) * 10 + static_cast<uint64_t>(c - '0') : n;
+            return n;
+        };
+        const uint64_t seq = number(name);
         if (name.starts_with("manifest")) {
             path = journal::manifest_path(dir);
+        } else if (name.starts_with("part")) {
+            const std::size_t dash = name.rfind('-');
+            const std::string_view whole = name;
+            path = journal::part_path(dir, number(whole.substr(0, dash)),
+                                      dash == std::string::npos ? 0 : number(whole.substr(dash + 1)) % 1000000);
         } else if (name.starts_with("snapshot")) {
             path = journal::snapshot_path(dir, seq);
         } else {

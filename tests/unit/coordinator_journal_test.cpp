@@ -6,6 +6,7 @@
 #include "coordinator/journal/durable_state.hpp"
 #include "coordinator/journal/record.hpp"
 #include "core/json_text.hpp"
+#include "journal_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -33,50 +34,12 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-class TempDir {
-public:
-    TempDir() {
-        std::string pattern = (fs::temp_directory_path() / "cohort-journal-XXXXXX").string();
-        if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-        path_ = pattern;
-    }
-    ~TempDir() { fs::remove_all(path_); }
-    const fs::path& path() const { return path_; }
-
-private:
-    fs::path path_;
-};
-
-template <class F>
-std::string error_of(F&& f, Errc code) {
-    try {
-        f();
-    } catch (const Error& e) {
-        EXPECT_EQ(e.code(), code) << e.what();
-        return e.what();
-    }
-    ADD_FAILURE() << "expected an error";
-    return {};
-}
-
-std::function<void(std::string)> collect(std::vector<std::string>& out) {
-    return [&out](std::string message) { out.push_back(std::move(message)); };
-}
-
-std::string text_of(const CoordinatorState& state) {
-    return detail::to_text(state.snapshot());
-}
-
-std::string read(const fs::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-void write(const fs::path& file, const std::string& text) {
-    std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
-}
+using testing::collect;
+using testing::error_of;
+using testing::read;
+using testing::TempDir;
+using testing::text_of;
+using testing::write;
 
 // Byte offset where line `index` (0-based) of `text` starts.
 std::size_t line_start(const std::string& text, std::size_t index) {
@@ -226,7 +189,7 @@ TEST(CoordinatorJournal, AutomaticSnapshotsKeepTheNewest) {
     std::vector<std::string> snapshots, journals;
     for (const auto& entry : fs::directory_iterator(dir.path())) {
         const std::string name = entry.path().filename().string();
-        if (name == "manifest.json") continue;
+        if (name == "manifest.json" || name.starts_with("part-")) continue;
         (name.starts_with("snapshot-") ? snapshots : journals).push_back(name);
     }
     std::sort(snapshots.begin(), snapshots.end());
@@ -458,7 +421,7 @@ TEST(CoordinatorJournal, FilesArePrivate) {
         EXPECT_EQ(mode(e.path()), fs::perms::owner_read | fs::perms::owner_write) << e.path();
         ++files;
     }
-    EXPECT_EQ(files, 4u);  // two journals, a snapshot, the manifest
+    EXPECT_EQ(files, 5u);  // two journals, a snapshot, its one job's part, the manifest
 }
 
 TEST(CoordinatorJournal, CorruptionBeforeTheEndStopsStartUp) {
@@ -527,9 +490,9 @@ TEST(CoordinatorJournal, DamagedNewestSnapshotIsNotSkippedSilently) {
     write(newest, text);
     const std::string message = error_of([&] { DurableState::open(dir.path(), o); }, Errc::parse);
     EXPECT_NE(message.find(newest.string() + ": byte 0: the snapshot"), std::string::npos) << message;
-    EXPECT_NE(message.find(fmt::format("move this file out of the directory and start again to recover from "
-                                       "snapshot-{:020}.json",
-                                       first)),
+    EXPECT_NE(message.find(fmt::format("move snapshot-{:020}.json out of the directory and start again to recover "
+                                       "from snapshot-{:020}.json",
+                                       second, first)),
               std::string::npos)
         << message;
 

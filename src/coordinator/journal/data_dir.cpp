@@ -112,6 +112,20 @@ fs::path journal_path(const fs::path& dir, uint64_t seq) {
     return dir / fmt::format("journal-{:020}.jsonl", seq);
 }
 
+fs::path part_path(const fs::path& dir, uint64_t seq, std::size_t index) {
+    return dir / fmt::format("part-{:020}-{:06}.json", seq, index);
+}
+
+std::optional<uint64_t> part_sequence(std::string_view name) {
+    // part-<20 digits>-<at least 6 digits>.json
+    constexpr std::size_t kSeqEnd = 5 + 20;
+    if (name.size() < kSeqEnd + 1 + 6 + 5 || name[kSeqEnd] != '-') return std::nullopt;
+    const auto seq = sequence_in(name.substr(0, kSeqEnd), "part-", "");
+    const auto index = sequence_in(name.substr(kSeqEnd), "-", ".json");
+    if (!seq || !index) return std::nullopt;
+    return seq;
+}
+
 DirectoryListing list_data_directory(const fs::path& dir) {
     create_data_directory(dir);
     std::error_code ec;
@@ -124,6 +138,8 @@ DirectoryListing list_data_directory(const fs::path& dir) {
             out.snapshots.push_back(*seq);
         } else if (const auto seq_j = sequence_in(name, "journal-", ".jsonl")) {
             out.journals.push_back(*seq_j);
+        } else if (part_sequence(name)) {
+            out.parts.push_back(name);
         } else if (name == "manifest.json") {
             out.manifest = true;
         } else if ((name.starts_with("snapshot-") || name == "manifest.json.tmp") && name.ends_with(".tmp")) {
@@ -132,6 +148,7 @@ DirectoryListing list_data_directory(const fs::path& dir) {
     }
     std::sort(out.snapshots.begin(), out.snapshots.end());
     std::sort(out.journals.begin(), out.journals.end());
+    std::sort(out.parts.begin(), out.parts.end());
     return out;
 }
 
@@ -187,19 +204,23 @@ std::string read_file(const fs::path& path) {
     return out;
 }
 
-void replace_file_durably(const fs::path& path, std::string_view bytes) {
-    fs::path tmp = path;
-    tmp += ".tmp";
-    const int fd = open_or_fail(tmp, O_WRONLY | O_CREAT | O_TRUNC, "cannot create");
+void write_file_synced(const fs::path& path, std::string_view bytes) {
+    const int fd = open_or_fail(path, O_WRONLY | O_CREAT | O_TRUNC, "cannot create");
     try {
-        write_all(fd, bytes, tmp);
-        if (::fsync(fd) != 0) fail("cannot fsync", tmp, errno);
+        write_all(fd, bytes, path);
+        if (::fsync(fd) != 0) fail("cannot fsync", path, errno);
     } catch (...) {
         ::close(fd);
-        ::unlink(tmp.c_str());
+        ::unlink(path.c_str());
         throw;
     }
     ::close(fd);
+}
+
+void replace_file_durably(const fs::path& path, std::string_view bytes) {
+    fs::path tmp = path;
+    tmp += ".tmp";
+    write_file_synced(tmp, bytes);
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
         const int err = errno;
         ::unlink(tmp.c_str());

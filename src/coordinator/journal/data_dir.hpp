@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,14 @@ namespace cohort::coord::journal {
 std::filesystem::path snapshot_path(const std::filesystem::path& dir, uint64_t seq);
 // <dir>/journal-00000000000000000012.jsonl: the events after event 12.
 std::filesystem::path journal_path(const std::filesystem::path& dir, uint64_t seq);
+
+// <dir>/part-00000000000000000012-000003.json: job 3 (counting from 0) of
+// the snapshot after event 12, written by that snapshot.
+std::filesystem::path part_path(const std::filesystem::path& dir, uint64_t seq, std::size_t index);
+// The snapshot sequence number in a part file's name, or nothing for any
+// other name. Snapshots name their parts, and a snapshot's text is not
+// trusted: only a name this accepts is opened (no '/', no "..").
+std::optional<uint64_t> part_sequence(std::string_view name);
 
 // <dir>/manifest.json: the newest journal and the last event known durable.
 std::filesystem::path manifest_path(const std::filesystem::path& dir);
@@ -32,6 +41,7 @@ int open_private(const std::filesystem::path& path, int flags, std::string_view 
 struct DirectoryListing {
     std::vector<uint64_t> snapshots;                 // sequence numbers, ascending
     std::vector<uint64_t> journals;                  // the same
+    std::vector<std::string> parts;                  // part file names, sorted
     std::vector<std::filesystem::path> temporaries;  // *.tmp left by a crash mid-write
     bool manifest = false;                           // manifest.json is there
 };
@@ -64,6 +74,9 @@ private:
 };
 
 std::string read_file(const std::filesystem::path& path);
+// Creates (or truncates) `path` and writes `bytes` with one fsync; the
+// caller fsyncs the directory.
+void write_file_synced(const std::filesystem::path& path, std::string_view bytes);
 // <path>.tmp, fsync, rename over `path`, fsync the directory: after a crash
 // the file is either the old one or the new one, never a part.
 void replace_file_durably(const std::filesystem::path& path, std::string_view bytes);

@@ -5,9 +5,12 @@
 #include "coordinator/journal/record.hpp"
 #include "coordinator/journal/recovery.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <variant>
@@ -62,6 +65,7 @@ struct DurableState::Snapshotter {
     bool busy = false;
     bool stop = false;
     CoordinatorState replica;
+    journal::IncrementalSnapshots parts;  // of the replica
     std::thread thread;
 };
 
@@ -121,6 +125,7 @@ DurableState::DurableState(DurableState&& other) noexcept
       segment_base_(other.segment_base_),
       manifest_durable_(other.manifest_durable_),
       has_snapshot_(other.has_snapshot_),
+      parts_(std::move(other.parts_)),
       unsynced_since_(std::exchange(other.unsynced_since_, std::nullopt)),
       broken_(other.broken_),
       stats_(other.stats_),
@@ -141,6 +146,7 @@ DurableState& DurableState::operator=(DurableState&& other) noexcept {
         segment_base_ = other.segment_base_;
         manifest_durable_ = other.manifest_durable_;
         has_snapshot_ = other.has_snapshot_;
+        parts_ = std::move(other.parts_);
         unsynced_since_ = std::exchange(other.unsynced_since_, std::nullopt);
         broken_ = other.broken_;
         stats_ = other.stats_;
@@ -163,6 +169,9 @@ void DurableState::start_writer(DurableCallback on_durable) {
     writer_ = std::make_unique<Writer>();
     writer_->on_durable = std::move(on_durable);
     writer_->snapshotter.replica = state_;
+    // The replica is state_ as the last snapshot left it plus the events
+    // noted since: the same parts stay valid for it.
+    writer_->snapshotter.parts = std::exchange(parts_, {});
     writer_->snapshotter.thread = std::thread([this] { run_snapshotter(); });
     ::pthread_setname_np(writer_->snapshotter.thread.native_handle(), "cohort-snapshot");
     writer_->thread = std::thread([this] { run_writer(); });
@@ -285,8 +294,11 @@ void DurableState::run_snapshotter() {
         for (const Snapshotter::Item& item : items)
             if (item.marker) newest = item.marker;
         for (Snapshotter::Item& item : items) {
-            for (const Event& e : item.events) s.replica.apply(e);
-            if (item.marker && item.marker == newest) write_snapshot_file(*item.marker, s.replica.snapshot());
+            for (const Event& e : item.events) {
+                s.replica.apply(e);
+                s.parts.changed(e);
+            }
+            if (item.marker && item.marker == newest) write_snapshot_file(*item.marker, s.replica, s.parts);
         }
         lock.lock();
         s.busy = false;
@@ -297,9 +309,11 @@ void DurableState::run_snapshotter() {
 // From the snapshot thread. A failure is a warning: nothing is lost, since
 // the journals since the last good snapshot stay until a later one is
 // written, and the next marker tries again.
-void DurableState::write_snapshot_file(uint64_t seq, const boost::json::value& state) noexcept {
+void DurableState::write_snapshot_file(uint64_t seq, const CoordinatorState& state,
+                                       journal::IncrementalSnapshots& parts) noexcept {
+    journal::SnapshotWrite written;
     try {
-        journal::replace_file_durably(journal::snapshot_path(dir_, seq), journal::snapshot_text(seq, state));
+        written = parts.write(dir_, seq, state);
     } catch (const std::exception& e) {
         if (warn_) {
             warn_(fmt::format("cannot write the snapshot after event {} ({}); the journals before it are kept and "
@@ -310,8 +324,7 @@ void DurableState::write_snapshot_file(uint64_t seq, const boost::json::value& s
     }
     {
         std::lock_guard lock(writer_->mutex);
-        stats_.snapshot_seq = seq;
-        ++stats_.snapshots;
+        count_snapshot(seq, written);
     }
     prune();
 }
@@ -351,6 +364,7 @@ Error DurableState::broken_error() const {
 void DurableState::write_pending(Clock::time_point now) {
     check_usable();
     const std::vector<Event> events = state_.take_events();
+    for (const Event& e : events) parts_.changed(e);
     append(events, now);
     queued_seq_ = answer_seq_ = stats_.last_seq;
 }
@@ -442,24 +456,32 @@ void DurableState::snapshot() {
     // The snapshot never holds what the journal lacks.
     write_pending(Clock::now());
     if (has_snapshot_ && stats_.snapshot_seq == stats_.last_seq) return;
-    write_snapshot(stats_.last_seq, state_.snapshot());
+    write_snapshot(stats_.last_seq);
     queued_snapshot_ = true;
     queued_snapshot_seq_ = stats_.snapshot_seq;
 }
 
 // Without a writer thread: the snapshot, then its journal.
-void DurableState::write_snapshot(uint64_t seq, const boost::json::value& state) {
+void DurableState::write_snapshot(uint64_t seq) {
+    journal::SnapshotWrite written;
     guarded(broken_, [&] {
         // The journal that ends here goes to disk first: with the previous
         // snapshot it is the way back should this snapshot ever be damaged.
         sync_segment();
-        journal::replace_file_durably(journal::snapshot_path(dir_, seq), journal::snapshot_text(seq, state));
+        written = parts_.write(dir_, seq, state_);
     });
     start_journal(seq);
     has_snapshot_ = true;
+    count_snapshot(seq, written);
+    prune();
+}
+
+void DurableState::count_snapshot(uint64_t seq, const journal::SnapshotWrite& written) {
     stats_.snapshot_seq = seq;
     ++stats_.snapshots;
-    prune();
+    stats_.parts_written += written.parts_written;
+    stats_.parts_reused += written.parts_reused;
+    stats_.snapshot_bytes = written.bytes;
 }
 
 // journal-<seq> takes the events after `seq`, once every event up to `seq`
@@ -477,19 +499,36 @@ void DurableState::start_journal(uint64_t seq) {
     });
 }
 
-// Keeps the newest `keep` snapshots and the journals from the oldest of
-// them on; older files are removed. A failure here loses nothing, so it
+// Keeps the newest `keep` snapshots, the journals from the oldest of them
+// on and the part files they name; older files are removed, and so are
+// parts no kept snapshot names (a job rewritten or deleted since, or a
+// snapshot that failed). Only the thread that writes snapshots calls this,
+// so no part is new and not yet named. A failure here loses nothing, so it
 // is a warning.
 void DurableState::prune() {
     try {
         const journal::DirectoryListing listing = journal::list_data_directory(dir_);
-        if (listing.snapshots.size() <= options_.keep) return;
-        const uint64_t oldest_kept = listing.snapshots[listing.snapshots.size() - options_.keep];
-        for (uint64_t s : listing.snapshots) {
-            if (s < oldest_kept) journal::remove_file(journal::snapshot_path(dir_, s));
+        if (listing.snapshots.empty()) return;
+        const std::size_t kept = std::min<std::size_t>(listing.snapshots.size(), options_.keep);
+        // Until there are more than `keep`, every journal stays (journal-0
+        // included: the way back from a damaged first snapshot).
+        if (listing.snapshots.size() > options_.keep) {
+            const uint64_t oldest_kept = listing.snapshots[listing.snapshots.size() - kept];
+            for (uint64_t s : listing.snapshots) {
+                if (s < oldest_kept) journal::remove_file(journal::snapshot_path(dir_, s));
+            }
+            for (uint64_t j : listing.journals) {
+                if (j < oldest_kept) journal::remove_file(journal::journal_path(dir_, j));
+            }
         }
-        for (uint64_t j : listing.journals) {
-            if (j < oldest_kept) journal::remove_file(journal::journal_path(dir_, j));
+        // Every kept snapshot is read before any part is removed: one that
+        // cannot be read keeps every part (the exception leaves first).
+        std::set<std::string> named;
+        for (std::size_t i = listing.snapshots.size() - kept; i < listing.snapshots.size(); ++i) {
+            named.merge(journal::parts_named_by(journal::snapshot_path(dir_, listing.snapshots[i])));
+        }
+        for (const std::string& part : listing.parts) {
+            if (!named.contains(part)) journal::remove_file(dir_ / part);
         }
     } catch (const std::exception& e) {
         // Any failure, not only Error: the snapshot thread calls this from

@@ -3,17 +3,35 @@
 // killed with kill -9 (or a machine that loses power) starts again where it
 // was.
 //
-// On-disk format (version 1)
-// --------------------------
+// On-disk format
+// --------------
 // Events are numbered 1, 2, 3, ... (the sequence number, `seq`) for the
 // life of the directory. File names carry a sequence number as 20 decimal
 // digits, so `ls` sorts them:
 //
 //   snapshot-<S>.json   the state after event S: one line,
-//       {"format":"cohort-coordinator-snapshot","version":1,"seq":S,
-//        "state":<CoordinatorState::snapshot()>,"crc32":"xxxxxxxx"}
+//       {"format":"cohort-coordinator-snapshot","version":2,"seq":S,
+//        "state":<CoordinatorState::snapshot_without_jobs()> with
+//          "job_parts":[{"job":NAME,"file":"part-...json","crc32":C},...],
+//        "crc32":"xxxxxxxx"}
 //     written to snapshot-<S>.json.tmp, fsynced, renamed into place, and
-//     the directory fsynced: a snapshot file is whole or absent.
+//     the directory fsynced: a snapshot file is whole or absent. C is the
+//     part line's own crc32, so a part swapped for another job's, or for
+//     an older one, is caught. Version 1 (older directories) has the whole
+//     CoordinatorState::snapshot() as "state", no parts; it still loads.
+//   part-<S>-<I>.json   one job, written by the snapshot after event S (I:
+//     its index among that snapshot's jobs, 6 digits; job names, untrusted
+//     bytes, never go into file names): one line,
+//       {"format":"cohort-coordinator-snapshot-part","version":1,"seq":S,
+//        "job":<Job::snapshot()>,"crc32":"xxxxxxxx"}
+//     Snapshots are incremental (snapshot_parts.hpp): the snapshot after S
+//     writes parts only for the jobs an event named since the previous
+//     snapshot this process wrote (every job after a resumed event, and in
+//     the first snapshot after start-up: the parts of the snapshot loaded
+//     are not reused), and names the earlier parts for the rest. Its new
+//     parts are written and fsynced one by one, the directory fsynced once,
+//     and only then the snapshot file replaced as above. A changed job is
+//     still serialised whole.
 //   journal-<S>.jsonl   the events after event S (S+1, S+2, ...), one
 //     JSON line each, appended as they happen:
 //       {"seq":N,"event":<to_json(Event)>,"crc32":"xxxxxxxx"}
@@ -35,10 +53,15 @@
 //
 // Start-up (open)
 // ---------------
-// The newest snapshot-<S>.json is loaded (none: the empty state, S = 0) and
-// the journals journal-<B>.jsonl with B >= S are replayed in order; each
-// must start where the previous one ended (B = the last seq so far) and
-// number its lines without gaps. Leftover *.tmp files are removed.
+// The newest snapshot-<S>.json is loaded (none: the empty state, S = 0),
+// with every part it names (each part's checksum must hold and equal the
+// crc32 the snapshot records for it), and the journals journal-<B>.jsonl
+// with B >= S are replayed in order; each must start where the previous one
+// ended (B = the last seq so far) and number its lines without gaps.
+// Leftover *.tmp files are removed, and so are part files newer than the
+// newest snapshot: a crash after a snapshot's parts, before its file. Both
+// with a warning. (Parts an older snapshot wrote that none names any more
+// are left to the next prune.)
 //
 // - A torn last line (no '\n' at the end of the newest journal) is what a
 //   crash mid-append leaves: it is
@@ -62,7 +85,11 @@
 //   message says how to recover: moving the damaged snapshot out of the
 //   directory makes the next start use the previous snapshot (or journal-0)
 //   and replay the journals after it, which hold every later event as long
-//   as they are intact (`keep` >= 2 keeps them).
+//   as they are intact (`keep` >= 2 keeps them). A part the newest snapshot
+//   names that is missing, damaged or not the one it names is the same
+//   case, and the message names the part and the snapshot. A part that the
+//   previous snapshot names too fails it as well; the way back is then
+//   journal-0 if it is still there, or a backup.
 //
 // Durability
 // ----------
@@ -75,7 +102,10 @@
 // sync_deadline(). snapshot() (automatic every snapshot_every events) writes
 // the state, starts a new journal (with a writer, in the other order: see
 // below), and deletes the snapshots beyond the newest `keep` together with
-// the journals before the oldest one kept.
+// the journals before the oldest one kept, then the part files no kept
+// snapshot names (reading the kept snapshot files: small in version 2; a
+// version-1 one is recognised by its first bytes and not parsed). A kept
+// snapshot that cannot be read keeps every part, with a warning.
 //
 // Group commit (start_writer)
 // ---------------------------
@@ -94,14 +124,15 @@
 //
 // Snapshots in the background (issue 19, defect 8)
 // ------------------------------------------------
-// A whole-state snapshot of a big job takes long to build and write (64 MB,
-// 0.8 s, at 230,000 members), and nothing that waits for it may hold a
-// reply. With a writer, snapshot() only queues a marker after the events
+// A snapshot of a big job takes long to build and write (64 MB, 0.8 s, at
+// 230,000 members, whenever that job changed), and nothing that waits for
+// it may hold a reply. With a writer, snapshot() only queues a marker after the events
 // it covers. The writer syncs those events, starts journal-S at once (in the
 // manifest too) and goes on appending and reporting batches. A third
 // thread, cohort-snapshot, keeps its own copy of the state: it applies
-// every event the writer has made durable, as it is made durable, and
-// writes snapshot-S when the marker reaches it. Until then start-up finds
+// every event the writer has made durable, as it is made durable, notes
+// the job each names, and writes snapshot-S (and the parts of the jobs
+// noted) when the marker reaches it. Until then start-up finds
 // the previous snapshot and replays its journal and journal-S, so a crash
 // at any point loses nothing. Markers that queue up while a snapshot is
 // written collapse into the newest. A snapshot that fails is a warning:
@@ -116,6 +147,7 @@
 
 #include "coordinator/journal/data_dir.hpp"
 #include "coordinator/journal/journal.hpp"
+#include "coordinator/journal/snapshot_parts.hpp"
 #include "coordinator/state/state.hpp"
 
 #include <chrono>
@@ -214,7 +246,9 @@ private:
     // The file side, shared by both modes; with a writer, only the writer
     // thread calls these.
     void append(const std::vector<Event>& events, Clock::time_point now);
-    void write_snapshot(uint64_t seq, const boost::json::value& state);
+    void write_snapshot(uint64_t seq);
+    // stats_ after a snapshot is written (with a writer, under its mutex).
+    void count_snapshot(uint64_t seq, const journal::SnapshotWrite& written);
     void start_journal(uint64_t seq);
     // manifest.json := {the current journal, `durable`}, durably.
     void record_manifest(uint64_t durable);
@@ -226,7 +260,8 @@ private:
     void run_writer();
     void to_snapshotter(std::vector<Event> events, std::optional<uint64_t> marker);
     void run_snapshotter();
-    void write_snapshot_file(uint64_t seq, const boost::json::value& state) noexcept;
+    void write_snapshot_file(uint64_t seq, const CoordinatorState& state,
+                             journal::IncrementalSnapshots& parts) noexcept;
     void stop_writer() noexcept;
 
     std::filesystem::path dir_;
@@ -237,6 +272,9 @@ private:
     uint64_t segment_base_ = 0;
     uint64_t manifest_durable_ = 0;  // what manifest.json says is on disk
     bool has_snapshot_ = false;
+    // Without a writer: the parts of state_'s snapshots. start_writer()
+    // hands them to the snapshot thread with its replica.
+    journal::IncrementalSnapshots parts_;
     std::optional<Clock::time_point> unsynced_since_;
     bool broken_ = false;
     JournalStats stats_;  // with a writer, guarded by its mutex

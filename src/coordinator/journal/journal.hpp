@@ -21,6 +21,12 @@ struct JournalStats {
     uint64_t syncs = 0;         // fsyncs (etcd: transactions) by this process
     uint64_t snapshots = 0;     // written by this process
     bool unsynced = false;      // committed events wait for an fsync
+    // Incremental snapshots (a data directory): job parts written and parts
+    // of earlier snapshots named again, by this process; and what the
+    // newest snapshot wrote, in bytes (its parts and its file).
+    uint64_t parts_written = 0;
+    uint64_t parts_reused = 0;
+    uint64_t snapshot_bytes = 0;
 };
 
 class Journal {

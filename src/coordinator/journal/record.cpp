@@ -16,7 +16,10 @@ namespace json = boost::json;
 namespace {
 
 constexpr std::string_view kSnapshotFormat = "cohort-coordinator-snapshot";
-constexpr uint64_t kSnapshotVersion = 1;
+constexpr uint64_t kWholeSnapshotVersion = 1;
+constexpr uint64_t kIncrementalSnapshotVersion = 2;
+constexpr std::string_view kPartFormat = "cohort-coordinator-snapshot-part";
+constexpr uint64_t kPartVersion = 1;
 constexpr std::string_view kManifestFormat = "cohort-coordinator-manifest";
 constexpr uint64_t kManifestVersion = 1;
 // ,"crc32":"xxxxxxxx"} : the fixed tail of every record.
@@ -56,7 +59,37 @@ std::string journal_line(uint64_t seq, const Event& event) {
 
 std::string snapshot_text(uint64_t seq, const json::value& state) {
     return seal(fmt::format("{{\"format\":\"{}\",\"version\":{},\"seq\":{},\"state\":{}", kSnapshotFormat,
-                            kSnapshotVersion, seq, detail::to_text(state)));
+                            kWholeSnapshotVersion, seq, detail::to_text(state)));
+}
+
+std::string incremental_snapshot_text(uint64_t seq, const json::value& state) {
+    return seal(fmt::format("{{\"format\":\"{}\",\"version\":{},\"seq\":{},\"state\":{}", kSnapshotFormat,
+                            kIncrementalSnapshotVersion, seq, detail::to_text(state)));
+}
+
+std::string part_text(uint64_t seq, const json::value& job) {
+    return seal(fmt::format("{{\"format\":\"{}\",\"version\":{},\"seq\":{},\"job\":{}", kPartFormat, kPartVersion, seq,
+                            detail::to_text(job)));
+}
+
+std::optional<uint32_t> stored_checksum(std::string_view record) {
+    if (record.size() < kChecksumTail + 1 || !record.ends_with("\"}") ||
+        record.substr(record.size() - kChecksumTail, kChecksumOpen.size()) != kChecksumOpen) {
+        return std::nullopt;
+    }
+    uint32_t stored = 0;
+    for (const char ch : record.substr(record.size() - 10, 8)) {
+        uint32_t digit = 0;
+        if (ch >= '0' && ch <= '9') {
+            digit = static_cast<uint32_t>(ch - '0');
+        } else if (ch >= 'a' && ch <= 'f') {
+            digit = static_cast<uint32_t>(ch - 'a' + 10);
+        } else {
+            return std::nullopt;
+        }
+        stored = stored << 4 | digit;
+    }
+    return stored;
 }
 
 std::optional<std::string> checksum_problem(std::string_view record) {
@@ -64,21 +97,10 @@ std::optional<std::string> checksum_problem(std::string_view record) {
         record.substr(record.size() - kChecksumTail, kChecksumOpen.size()) != kChecksumOpen) {
         return "no checksum at its end";
     }
-    const std::string_view hex = record.substr(record.size() - 10, 8);
-    uint32_t stored = 0;
-    for (const char ch : hex) {
-        uint32_t digit = 0;
-        if (ch >= '0' && ch <= '9') {
-            digit = static_cast<uint32_t>(ch - '0');
-        } else if (ch >= 'a' && ch <= 'f') {
-            digit = static_cast<uint32_t>(ch - 'a' + 10);
-        } else {
-            return fmt::format("checksum '{}' is not 8 hex digits", hex);
-        }
-        stored = stored << 4 | digit;
-    }
+    const std::optional<uint32_t> stored = stored_checksum(record);
+    if (!stored) return fmt::format("checksum '{}' is not 8 hex digits", record.substr(record.size() - 10, 8));
     const uint32_t actual = crc32(record.substr(0, record.size() - kChecksumTail));
-    if (actual != stored) return fmt::format("checksum mismatch (stored {:08x}, computed {:08x})", stored, actual);
+    if (actual != *stored) return fmt::format("checksum mismatch (stored {:08x}, computed {:08x})", *stored, actual);
     return std::nullopt;
 }
 
@@ -97,13 +119,31 @@ SnapshotRecord read_snapshot(std::string_view record) {
     if (reader.string("format") != kSnapshotFormat) {
         reader.fail("format", fmt::format("is '{}', expected '{}'", reader.string("format"), kSnapshotFormat));
     }
-    if (reader.uint("version") != kSnapshotVersion) {
-        reader.fail("version", fmt::format("{} is not supported (this build reads version {})", reader.uint("version"),
-                                           kSnapshotVersion));
+    const uint64_t version = reader.uint("version");
+    if (version != kWholeSnapshotVersion && version != kIncrementalSnapshotVersion) {
+        reader.fail("version", fmt::format("{} is not supported (this build reads versions {} and {})", version,
+                                           kWholeSnapshotVersion, kIncrementalSnapshotVersion));
     }
-    SnapshotRecord out{reader.uint("seq"), {}};
+    SnapshotRecord out{reader.uint("seq"), version, {}};
     reader.value("state");
     out.state = std::move(value.get_object()["state"]);
+    return out;
+}
+
+PartRecord read_part(std::string_view record) {
+    json::value value = parse_json(record);
+    detail::FieldReader reader(value, "snapshot part", Errc::parse);
+    reader.allow({"format", "version", "seq", "job", "crc32"});
+    if (reader.string("format") != kPartFormat) {
+        reader.fail("format", fmt::format("is '{}', expected '{}'", reader.string("format"), kPartFormat));
+    }
+    if (reader.uint("version") != kPartVersion) {
+        reader.fail("version", fmt::format("{} is not supported (this build reads version {})", reader.uint("version"),
+                                           kPartVersion));
+    }
+    PartRecord out{reader.uint("seq"), {}};
+    reader.value("job");
+    out.job = std::move(value.get_object()["job"]);
     return out;
 }
 

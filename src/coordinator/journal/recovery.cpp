@@ -4,6 +4,7 @@
 
 #include "coordinator/journal/data_dir.hpp"
 #include "coordinator/journal/record.hpp"
+#include "coordinator/journal/snapshot_parts.hpp"
 #include "coordinator/state/json_parse.hpp"
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 namespace cohort::coord::journal {
 
 namespace fs = std::filesystem;
+namespace json = boost::json;
 
 namespace {
 
@@ -46,10 +48,10 @@ std::string snapshot_advice(const fs::path& dir, const DirectoryListing& listing
                "or journal-0 is left to recover from)";
     }
     return fmt::format(
-        "the coordinator does not skip a damaged snapshot by itself: move this file out of the directory and start "
-        "again to recover from {} and the journals after it (nothing is lost if they are intact), or restore the "
-        "directory from a backup",
-        fallback);
+        "the coordinator does not skip a damaged snapshot by itself: move {} out of the directory and start "
+        "again to recover from {} and the journals after it (nothing is lost if they are intact; the part files "
+        "older snapshots name are kept), or restore the directory from a backup",
+        snapshot_path(dir, seq).filename().string(), fallback);
 }
 
 std::string journal_advice(uint64_t offset) {
@@ -103,13 +105,36 @@ CoordinatorState load_snapshot(const fs::path& dir, const DirectoryListing& list
         throw Error(Errc::parse, fmt::format("{}: byte 0: the snapshot ({} bytes) is damaged: {}; {}", file.string(),
                                              text.size(), *problem, advice));
     }
-    return at(file, 0, advice, [&] {
+    SnapshotRecord snapshot = at(file, 0, advice, [&] {
         SnapshotRecord snap = read_snapshot(record);
         if (snap.seq != seq) {
             throw Error(Errc::parse, fmt::format("snapshot: seq {} does not match the file name", snap.seq));
         }
-        return CoordinatorState::from_snapshot(snap.state);
+        return snap;
     });
+    if (snapshot.version == 1)
+        return at(file, 0, advice, [&] { return CoordinatorState::from_snapshot(snapshot.state); });
+    // A bad part is reported under its own name, not at the snapshot's byte 0.
+    json::value state = with_parts(dir, seq, std::move(snapshot.state), advice);
+    return at(file, 0, advice, [&] { return CoordinatorState::from_snapshot(state); });
+}
+
+// Parts newer than the newest snapshot are a snapshot a crash (or a failed
+// write) cut short, its parts written and its file not: no snapshot can
+// name them.
+// Parts older ones no longer name are left to prune(), which reads them.
+void remove_unfinished_parts(const fs::path& dir, const DirectoryListing& listing,
+                             const std::function<void(std::string)>& warn) {
+    const uint64_t newest = listing.snapshots.empty() ? 0 : listing.snapshots.back();
+    for (const std::string& name : listing.parts) {
+        if (listing.snapshots.empty() || part_sequence(name) > newest) {
+            remove_file(dir / name);
+            if (warn) {
+                warn(fmt::format("{}: removed a part of an unfinished snapshot, left by a crash or a failed write",
+                                 (dir / name).string()));
+            }
+        }
+    }
 }
 
 // Replays one journal onto `out`; the last one may end in a torn line.
@@ -175,6 +200,7 @@ Recovered recover(const fs::path& dir, const std::function<void(std::string)>& w
                              snapshot ? "snapshot" : "manifest"));
         }
     }
+    remove_unfinished_parts(dir, listing, warn);
     const std::optional<ManifestRecord> manifest = load_manifest(dir, listing);
     if (!manifest && (!listing.snapshots.empty() || !listing.journals.empty()) && warn) {
         warn(

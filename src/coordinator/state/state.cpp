@@ -203,11 +203,20 @@ std::optional<double> CoordinatorState::next_deadline() const {
 json::value CoordinatorState::snapshot() const {
     json::array jobs;
     for (const auto& [name, j] : jobs_) jobs.push_back(j.snapshot());
+    return snapshot_object(&jobs);
+}
+
+json::object CoordinatorState::snapshot_without_jobs() const {
+    return snapshot_object(nullptr);
+}
+
+// The members in the order snapshots have always had them.
+json::object CoordinatorState::snapshot_object(json::array* jobs) const {
     json::object out;
     out["format"] = kSnapshotFormat;
     out["version"] = kSnapshotVersion;
     out["clock"] = clock_;
-    out["jobs"] = std::move(jobs);
+    if (jobs) out["jobs"] = std::move(*jobs);
     if (answers_.size() > 0) out["answers"] = answers_.to_json();
     return out;
 }

@@ -188,12 +188,16 @@ public:
 
     // ---- JSON
     boost::json::value snapshot() const;
+    // snapshot() less its "jobs": an incremental snapshot keeps each job's
+    // Job::snapshot() in a file of its own and rewrites only those changed.
+    boost::json::object snapshot_without_jobs() const;
     // Error(parse) naming the field for anything malformed.
     static CoordinatorState from_snapshot(const boost::json::value& value);
     std::vector<JobMetrics> metrics() const;
 
 private:
     double time_of(double now) const;
+    boost::json::object snapshot_object(boost::json::array* jobs) const;
     Job& job_for(std::string_view name);
     void emit(Event event);
     // Feeds Job::activity from a live event, before it is applied.
