@@ -134,6 +134,7 @@ struct Run {
     uint64_t snapshots = 0;
     uint64_t parts_written = 0;
     uint64_t parts_reused = 0;
+    uint64_t last_snapshot_bytes = 0;  // the newest snapshot's parts and file
 };
 
 // One producer thread commits a store write every 1/rate s; each commit's
@@ -179,6 +180,7 @@ Run steady_writes(DurableState& d, const Options& o, std::size_t busy_jobs) {
     out.snapshots = after.snapshots - before.snapshots;
     out.parts_written = after.parts_written - before.parts_written;
     out.parts_reused = after.parts_reused - before.parts_reused;
+    out.last_snapshot_bytes = after.snapshot_bytes;
     std::lock_guard lock(mutex);
     std::size_t r = 0;
     for (const auto& [seq, at] : commits) {
@@ -190,9 +192,10 @@ Run steady_writes(DurableState& d, const Options& o, std::size_t busy_jobs) {
 
 void print_row(const char* what, const Run& run) {
     const auto& v = run.latencies_ms;
-    std::printf("| %s | %zu | %llu | %llu / %llu | %.2f | %.2f | %.2f | %.1f |\n", what, v.size(),
+    std::printf("| %s | %zu | %llu | %llu / %llu | %.1f | %.2f | %.2f | %.2f | %.1f |\n", what, v.size(),
                 static_cast<unsigned long long>(run.snapshots), static_cast<unsigned long long>(run.parts_written),
-                static_cast<unsigned long long>(run.parts_reused), percentile(v, 0.5), percentile(v, 0.99),
+                static_cast<unsigned long long>(run.parts_reused), static_cast<double>(run.last_snapshot_bytes) / 1e6,
+                percentile(v, 0.5), percentile(v, 0.99),
                 percentile(v, 0.999), v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()));
 }
 
@@ -263,9 +266,9 @@ int main(int argc, char** argv) {
                     stalls[0].bytes / 1e6, stalls[0].build_ms, stalls[0].write_ms, percentile(totals, 0.5),
                     *std::max_element(totals.begin(), totals.end()));
 
-        std::printf("| commit until reported durable | commits | snapshots | parts written / reused | p50 ms | "
-                    "p99 ms | p99.9 ms | max ms |\n");
-        std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        std::printf("| commit until reported durable | commits | snapshots | parts written / reused | last "
+                    "snapshot MB | p50 ms | p99 ms | p99.9 ms | max ms |\n");
+        std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         // 2, 3 and 4 each start from a copy of the seed directory.
         struct Case {
             const char* name;
