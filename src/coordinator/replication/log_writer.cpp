@@ -7,6 +7,8 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
+
 #include <pthread.h>
 
 #include <fmt/format.h>
@@ -39,6 +41,8 @@ LogWriter::LogWriter(std::shared_ptr<etcd::EtcdClient> client, EtcdLayout layout
     stats_.last_seq = seq;
     thread_ = std::thread([this] { run(); });
     ::pthread_setname_np(thread_.native_handle(), "cohort-etcd-log");
+    snapshot_thread_ = std::thread([this] { run_snapshotter(); });
+    ::pthread_setname_np(snapshot_thread_.native_handle(), "cohort-etcd-snap");
 }
 
 LogWriter::~LogWriter() {
@@ -47,7 +51,9 @@ LogWriter::~LogWriter() {
         stop_ = true;
     }
     wake_.notify_all();
+    snapshot_wake_.notify_all();
     thread_.join();
+    snapshot_thread_.join();
 }
 
 void LogWriter::commit(Clock::time_point) {
@@ -78,8 +84,11 @@ void LogWriter::snapshot() {
 
 void LogWriter::flush() {
     std::unique_lock lock(mutex_);
-    // Bounded: a clean stop while etcd is away must not hang.
-    idle_.wait_for(lock, std::chrono::seconds(5), [&] { return (queue_.empty() && !busy_) || failed_; });
+    // Bounded: a clean stop while etcd is away must not hang. The queued
+    // snapshots count too.
+    idle_.wait_for(lock, std::chrono::seconds(5), [&] {
+        return (queue_.empty() && !busy_ && snapshot_queue_.empty() && !snapshot_busy_) || failed_;
+    });
 }
 
 JournalStats LogWriter::stats() const {
@@ -137,23 +146,23 @@ void LogWriter::write_entries(const std::vector<Event>& events, uint64_t first) 
         etcd::Txn txn;
         txn.then_put(layout_.log_key(first + begin), value);
         if (!write_fenced(std::move(txn))) return;
-        for (std::size_t i = begin; i < end; ++i) replica_.apply(events[i]);
         {
+            // Only what etcd holds reaches the snapshot thread's copy.
             std::lock_guard lock(mutex_);
             stats_.last_seq = first + end - 1;
             stats_.events += end - begin;
             stats_.bytes += value.size();
+            snapshot_queue_.push_back(SnapshotItem{{events.begin() + begin, events.begin() + end}, 0});
         }
+        snapshot_wake_.notify_one();
         ++entries_since_snapshot_;
         begin = end;
     }
 }
 
-void LogWriter::write_snapshot() {
-    const uint64_t seq = [&] {
-        std::lock_guard lock(mutex_);
-        return stats_.last_seq;
-    }();
+// From the snapshot thread: the state after entry `seq`, which replica_
+// holds now.
+void LogWriter::write_snapshot(uint64_t seq) {
     const std::string text = journal::snapshot_text(seq, replica_.snapshot());
     uint32_t chunks = 0;
     for (std::size_t at = 0; at < text.size(); at += options_.chunk_bytes, ++chunks) {
@@ -163,15 +172,62 @@ void LogWriter::write_snapshot() {
     }
     // The head moves to the new snapshot and the log and snapshots it
     // replaces go, in one transaction: a reader sees one or the other.
+    // Entries after `seq`, written meanwhile, stay.
     etcd::Txn head;
     head.then_put(layout_.snapshot_head(), boost::json::serialize(boost::json::object{{"seq", seq}, {"chunks", chunks}}))
         .then_delete_range(layout_.log_key(0), layout_.log_key(seq + 1))
         .then_delete_range(layout_.snapshot_prefix(), layout_.snapshot_chunk(seq, 0));
     if (!write_fenced(std::move(head))) return;
-    entries_since_snapshot_ = 0;
     std::lock_guard lock(mutex_);
     stats_.snapshot_seq = seq;
     ++stats_.snapshots;
+}
+
+// Applies what etcd holds to replica_ as it is written, and writes a
+// snapshot for the newest marker of each wake-up (older ones are covered by
+// it).
+void LogWriter::run_snapshotter() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+        snapshot_wake_.wait(lock, [&] { return stop_ || !snapshot_queue_.empty(); });
+        if (stop_ || failed_) return;
+        std::deque<SnapshotItem> items;
+        items.swap(snapshot_queue_);
+        snapshot_busy_ = true;
+        lock.unlock();
+        uint64_t newest = 0;
+        for (const SnapshotItem& item : items) newest = std::max(newest, item.marker);
+        std::exception_ptr failure;
+        try {
+            for (const SnapshotItem& item : items) {
+                for (const Event& e : item.events) replica_.apply(e);
+                if (item.marker != 0 && item.marker == newest) write_snapshot(item.marker);
+            }
+        } catch (...) {
+            failure = std::current_exception();
+        }
+        if (failure && fail(failure) && on_durable_) on_durable_(0, failure);
+        lock.lock();
+        snapshot_busy_ = false;
+        idle_.notify_all();
+    }
+}
+
+bool LogWriter::fail(std::exception_ptr failure) {
+    std::lock_guard lock(mutex_);
+    if (failed_) return false;
+    failed_ = true;
+    queue_.clear();
+    snapshot_queue_.clear();
+    try {
+        std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+        last_error_ = e.what();
+    } catch (...) {
+        last_error_ = "an unknown failure";
+    }
+    idle_.notify_all();
+    return true;
 }
 
 void LogWriter::run() {
@@ -196,35 +252,38 @@ void LogWriter::run() {
                 durable = first + events.size() - 1;
                 events.clear();
             };
+            // The snapshot thread writes it once the entries before it
+            // reach its copy; the writer goes on at once.
+            const auto mark_snapshot = [&] {
+                entries_since_snapshot_ = 0;
+                {
+                    std::lock_guard marker_lock(mutex_);
+                    if (stats_.last_seq == 0 || failed_) return;
+                    snapshot_queue_.push_back(SnapshotItem{{}, stats_.last_seq});
+                }
+                snapshot_wake_.notify_one();
+            };
             for (Batch& b : batches) {
                 if (b.snapshot) {
                     write_events();
-                    write_snapshot();
+                    mark_snapshot();
                     continue;
                 }
                 if (events.empty()) first = b.first;
                 std::move(b.events.begin(), b.events.end(), std::back_inserter(events));
             }
             write_events();
-            if (options_.snapshot_every > 0 && entries_since_snapshot_ >= options_.snapshot_every) write_snapshot();
+            if (options_.snapshot_every > 0 && entries_since_snapshot_ >= options_.snapshot_every) mark_snapshot();
         } catch (...) {
             failure = std::current_exception();
         }
+        const bool first_failure = failure && fail(failure);
         lock.lock();
         const bool stopping = stop_;
-        if (failure) {
-            failed_ = true;
-            queue_.clear();
-            try {
-                std::rethrow_exception(failure);
-            } catch (const std::exception& e) {
-                last_error_ = e.what();
-            }
-        }
         lock.unlock();
         // Told outside the lock: the callback posts to the server's thread.
         if (!stopping && durable > 0 && stats().last_seq >= durable && on_durable_) on_durable_(durable, nullptr);
-        if (failure && on_durable_) on_durable_(0, failure);
+        if (first_failure && on_durable_) on_durable_(0, failure);
         lock.lock();
         busy_ = false;
         idle_.notify_all();

@@ -7,9 +7,21 @@
 // while the previous transaction was in flight (group commit, as the data
 // directory's writer does). While etcd cannot be reached it retries the
 // same transaction until etcd answers: the change is then written, or the
-// fence fails and the replica steps down. It keeps its own copy of the
-// state and writes snapshots from it (every `snapshot_every` entries), so
-// the server's thread does neither.
+// fence fails and the replica steps down.
+//
+// Snapshots (every `snapshot_every` entries) are a third thread's,
+// cohort-etcd-snap, as the data directory's are (issue 19, defect 8): it
+// keeps its own copy of the state, applies each entry once etcd holds it,
+// and writes the snapshot when a marker reaches it, while the writer goes
+// on writing entries and reporting them durable. A big state's snapshot
+// (tens of MB of JSON in 1 MiB chunks) therefore holds no reply. Its
+// chunks go under their own keys and the head moves in one fenced
+// transaction that also deletes the log it covers, so a reader sees the
+// old snapshot and its log or the new one and what follows, never a mix;
+// entries the writer adds meanwhile are after the marker and stay. Markers
+// that queue up while one is written collapse into the newest. A snapshot
+// that fails fails the writer as an entry would (a deposed leader must stop
+// either way).
 #pragma once
 
 #include "coordinator/journal/journal.hpp"
@@ -70,7 +82,12 @@ private:
     // stopping. Throws Error(mismatch) when the fence fails.
     bool write_fenced(etcd::Txn txn);
     void write_entries(const std::vector<Event>& events, uint64_t first);
-    void write_snapshot();
+    // From the snapshot thread.
+    void run_snapshotter();
+    void write_snapshot(uint64_t seq);
+    // Both threads: marks the writer failed (the first failure is kept and
+    // reported); false if it already was.
+    bool fail(std::exception_ptr failure);
 
     std::shared_ptr<etcd::EtcdClient> client_;
     EtcdLayout layout_;
@@ -89,11 +106,21 @@ private:
     std::string last_error_;
     JournalStats stats_;
     std::atomic<bool> reachable_{true};
-    // The writer's copy of the state (the events it wrote applied): the
-    // source of snapshots.
+    uint64_t entries_since_snapshot_ = 0;  // the writer's
+    // The snapshot thread's queue: entries etcd holds, in order, and
+    // markers (snapshot after `seq`); guarded by mutex_.
+    struct SnapshotItem {
+        std::vector<Event> events;
+        uint64_t marker = 0;  // 0: none
+    };
+    std::deque<SnapshotItem> snapshot_queue_;
+    bool snapshot_busy_ = false;
+    std::condition_variable snapshot_wake_;
+    // The snapshot thread's copy of the state (every entry written
+    // applied): the source of snapshots.
     CoordinatorState replica_;
-    uint64_t entries_since_snapshot_ = 0;
     std::thread thread_;
+    std::thread snapshot_thread_;
 };
 
 }  // namespace cohort::coord::replication
