@@ -190,6 +190,49 @@ TEST(CoordinatorEtcdLog, SnapshotsReplaceTheLogTheyCover) {
     EXPECT_EQ(text_of(loaded.state), text_of(state));
 }
 
+// Issue 19, defect 8: a snapshot is the snapshot thread's; an entry
+// committed behind its marker is written and reported durable while the
+// snapshot's chunks are still going out (before, the writer wrote them all
+// first). 1,000-byte chunks of a state of about 300 KB: some 300 fenced
+// transactions for the snapshot, one for the entry.
+TEST(CoordinatorEtcdLog, ASnapshotInProgressHoldsNoEntry) {
+    EtcdCluster cluster;
+    auto client = client_for(cluster);
+    const EtcdLayout layout = layout_for("/cohort/test-snap-thread");
+    const int64_t fence = take_leadership(*client, layout);
+    CoordinatorState state;
+    Reports reports;
+    LogWriterOptions options;
+    options.snapshot_every = 0;
+    options.chunk_bytes = 1000;
+    LogWriter writer(client, layout, state, 0, fence, options, reports.callback());
+    Workload w;
+    w.start(state);
+    const uint64_t gen = state.job("j").generation();
+    for (int i = 0; i < 300; ++i) state.store_set("j", gen, "big" + std::to_string(i), std::string(1000, 'x'), w.now());
+    writer.commit();
+    ASSERT_TRUE(reports.wait_durable(writer.queued_seq()));
+    ASSERT_EQ(writer.stats().snapshots, 0u);
+
+    const uint64_t marked = writer.queued_seq();
+    writer.snapshot();
+    w.step(state);
+    writer.commit();
+    ASSERT_GT(writer.queued_seq(), marked);
+    ASSERT_TRUE(reports.wait_durable(writer.queued_seq()));
+    EXPECT_EQ(writer.stats().snapshots, 0u) << "the entry behind the marker waited for the snapshot";
+
+    writer.flush();
+    const JournalStats stats = writer.stats();
+    EXPECT_EQ(stats.snapshots, 1u);
+    // The snapshot is of the state at its marker; the entry after it stays
+    // in the log and loads on top.
+    EXPECT_EQ(stats.snapshot_seq, marked);
+    const LoadedState loaded = load_state(*client, layout, soon());
+    EXPECT_EQ(loaded.seq, writer.queued_seq());
+    EXPECT_EQ(text_of(loaded.state), text_of(state));
+}
+
 TEST(CoordinatorEtcdLog, HeartbeatsStayOutOfEtcd) {
     EtcdCluster cluster;
     auto client = client_for(cluster);
