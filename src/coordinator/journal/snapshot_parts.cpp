@@ -5,6 +5,7 @@
 #include "coordinator/journal/data_dir.hpp"
 #include "coordinator/journal/record.hpp"
 #include "core/json_fields.hpp"
+#include "core/overloaded.hpp"
 
 #include <cohort/error.hpp>
 
@@ -21,13 +22,6 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 
 namespace {
-
-template <class... Fs>
-struct Overloaded : Fs... {
-    using Fs::operator()...;
-};
-template <class... Fs>
-Overloaded(Fs...) -> Overloaded<Fs...>;
 
 constexpr std::string_view kJobParts = "job_parts";
 
@@ -99,7 +93,7 @@ json::value read_part_for(const fs::path& snapshot_file, uint64_t seq, const Par
 }  // namespace
 
 void IncrementalSnapshots::changed(const Event& event) {
-    std::visit(Overloaded{[&](const event::Resumed&) { all_changed_ = true; },  // every job's clocks restart
+    std::visit(detail::Overloaded{[&](const event::Resumed&) { all_changed_ = true; },  // every job's clocks restart
                           [&](const event::AnswerKept&) {},  // the snapshot file itself holds the answers
                           [&](const auto& e) { changed_.insert(e.job); }},
                event);

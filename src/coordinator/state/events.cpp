@@ -5,6 +5,7 @@
 #include "coordinator/protocol/json_bytes.hpp"
 #include "coordinator/protocol/metrics.hpp"
 #include "core/json_fields.hpp"
+#include "core/overloaded.hpp"
 
 #include <fmt/format.h>
 #include <boost/json/array.hpp>
@@ -14,13 +15,6 @@ namespace cohort::coord {
 namespace json = boost::json;
 
 namespace {
-
-template <class... Fs>
-struct Overloaded : Fs... {
-    using Fs::operator()...;
-};
-template <class... Fs>
-Overloaded(Fs...) -> Overloaded<Fs...>;
 
 constexpr Errc kCode = Errc::parse;
 
@@ -210,7 +204,7 @@ double event_time(const Event& e) {
 
 json::object to_json(const Event& e) {
     json::object o;
-    std::visit(Overloaded{[&](const Resumed& x) {
+    std::visit(detail::Overloaded{[&](const Resumed& x) {
                               o["type"] = type_of(x);
                               o["time"] = x.time;
                           },

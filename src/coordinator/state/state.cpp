@@ -5,6 +5,7 @@
 #include "coordinator/protocol/descriptor.hpp"
 #include "core/json_fields.hpp"
 #include "core/json_text.hpp"
+#include "core/overloaded.hpp"
 #include "core/text.hpp"
 
 #include <algorithm>
@@ -21,13 +22,6 @@ namespace {
 
 constexpr std::string_view kSnapshotFormat = "cohort-coordinator-state";
 constexpr uint64_t kSnapshotVersion = 1;
-
-template <class... Fs>
-struct Overloaded : Fs... {
-    using Fs::operator()...;
-};
-template <class... Fs>
-Overloaded(Fs...) -> Overloaded<Fs...>;
 
 }  // namespace
 
@@ -106,7 +100,7 @@ void CoordinatorState::delete_job(std::string_view name, double now) {
 void CoordinatorState::apply(const Event& event) {
     clock_ = std::max(clock_, event_time(event));
     std::visit(
-        Overloaded{
+        detail::Overloaded{
             [&](const event::JobCreated& e) {
                 if (jobs_.contains(e.job)) {
                     throw Error(Errc::invalid_argument, fmt::format("event job_created: job '{}' exists", e.job));
