@@ -34,3 +34,4 @@
 #include <cohort/units.hpp>
 #include <cohort/version.hpp>
 #include <cohort/work.hpp>
+#include <cohort/workloads.hpp>
