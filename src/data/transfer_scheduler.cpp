@@ -4,6 +4,7 @@
 // as it can be; the policy is asked outside the lock (a GpuMonitor may take
 // a sample, bounded by its probe's deadline).
 #include "data/file_range.hpp"
+#include "data/pending_transfer.hpp"
 #include "data/verdict.hpp"
 
 #include <cohort/error.hpp>
@@ -12,9 +13,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -27,49 +29,16 @@ namespace cohort {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Values = std::vector<std::pair<std::string, double>>;
-
-double seconds(Clock::duration d) {
-    return std::chrono::duration<double>(d).count();
-}
+using data::Clock;
+using data::Pending;
+using data::seconds;
+using data::Values;
 
 // How long a prefetch transfer waits before the policy is asked again when
 // the prefetch depth is 0 (a reduce_prefetch factor of 0).
 constexpr auto kRecheck = std::chrono::milliseconds(100);
 // How often the registry is pruned while transfers wait.
 constexpr auto kPruneEvery = std::chrono::milliseconds(500);
-
-struct Pending {
-    TransferRequest request;
-    uint64_t seq = 0;
-    Clock::time_point submitted;
-    int base = 0;  // the request's priority plus its workload's
-    int boost = 0;
-    Clock::time_point hold_until{};
-    bool admitted = false;  // the policy was asked when it was queued
-    bool held = false, boosted = false;
-    std::size_t waited_for_depth = SIZE_MAX;  // the depth last recorded as making it wait
-    bool stage = false;
-    std::promise<TransferResult> promise;
-    TransferResult result;
-
-    // effective = priority + workload priority + boost + aging × seconds waited
-    double effective(Clock::time_point now, double aging) const {
-        return base + boost + aging * seconds(now - submitted);
-    }
-    void record(Clock::time_point now, std::string rule, std::string action, Values values, std::string effect,
-                double delay = 0) {
-        result.decisions.push_back(TransferDecision{seconds(now - submitted), std::move(rule), std::move(action),
-                                                    std::move(values), std::move(effect), delay});
-    }
-};
-
-std::string staging_name(const Pending& p) {
-    std::string name = fmt::format("{}-", p.seq);
-    for (char c : p.request.id) name += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
-    return name;
-}
 
 }  // namespace
 
@@ -97,7 +66,9 @@ struct TransferScheduler::Impl {
 
     std::size_t depth() const {
         if (factor <= 0) return 0;
-        return std::max<std::size_t>(1, static_cast<std::size_t>(std::floor(double(options.prefetch_depth) * factor)));
+        // Clamped: a factor may be above 1, and the cast of a huge double is undefined.
+        const double d = std::min(std::floor(double(options.prefetch_depth) * factor), 1e9);
+        return std::max<std::size_t>(1, static_cast<std::size_t>(d));
     }
 
     void count_event(const PolicyAction& action) {
@@ -170,7 +141,8 @@ struct TransferScheduler::Impl {
         if (v.boost != p.boost && (v.boost_by != nullptr || p.boost != 0)) {
             const std::string rule = v.boost_by ? v.boost_by->rule : "scheduler";
             p.record(now, rule, "prioritize", v.boost_by ? v.boost_by->values : Values{},
-                     fmt::format("priority {} -> {} (boost {})", p.base + p.boost, p.base + v.boost, v.boost));
+                     fmt::format("priority {} -> {} (boost {})", int64_t{p.base} + p.boost, int64_t{p.base} + v.boost,
+                                 v.boost));
             if (v.boost_by) count_event(*v.boost_by);
             if (!p.boosted && v.boost > 0) ++counts.prioritized;
             p.boosted = p.boosted || v.boost > 0;
@@ -280,6 +252,8 @@ struct TransferScheduler::Impl {
             actions = options.policy(facts);
         } catch (const std::exception& e) {
             error = e.what();
+        } catch (...) {
+            error = "an exception that is not a std::exception";
         }
         lock.lock();
         if (!error.empty())
@@ -410,6 +384,8 @@ TransferScheduler::TransferScheduler(TransferOptions options) : impl_(std::make_
     };
     if (options.workers == 0 || options.workers > 256)
         bad(fmt::format("workers must be 1 to 256 I/O threads, got {}", options.workers));
+    if (options.prefetch_depth == 0)
+        bad("prefetch_depth must be at least 1 (reduce_prefetch scales it down; a factor of 0 stops prefetching)");
     if (!std::isfinite(options.aging_per_second) || options.aging_per_second <= 0)
         bad(fmt::format("aging_per_second must be more than 0 (or a transfer could starve), got {}",
                         options.aging_per_second));
@@ -457,7 +433,8 @@ std::future<TransferResult> TransferScheduler::submit(TransferRequest request) {
                         fmt::format("TransferScheduler::submit: transfer '{}': workload '{}' is not registered (or "
                                     "its process ended); register it in the WorkloadRegistry first",
                                     request.id, request.workload));
-        base += workload->workload.priority;
+        // Saturated: two priorities near INT_MAX must not overflow.
+        base = static_cast<int>(std::clamp<int64_t>(int64_t{base} + workload->workload.priority, INT_MIN, INT_MAX));
     }
     auto p = std::make_unique<Pending>();
     std::future<TransferResult> future = p->promise.get_future();

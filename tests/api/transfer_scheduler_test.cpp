@@ -259,6 +259,7 @@ TEST(TransferScheduler, BadOptionsNameTheOption) {
     };
     EXPECT_THAT(refused(TransferOptions{.workers = 0}), HasSubstr("workers must be 1 to 256 I/O threads, got 0"));
     EXPECT_THAT(refused(TransferOptions{.aging_per_second = 0}), HasSubstr("aging_per_second must be more than 0"));
+    EXPECT_THAT(refused(TransferOptions{.prefetch_depth = 0}), HasSubstr("prefetch_depth must be at least 1"));
     EXPECT_THAT(refused(TransferOptions{.staging_dir = "/nonexistent/cohort/staging"}),
                 HasSubstr("staging_dir /nonexistent/cohort/staging is not a directory"));
 }
