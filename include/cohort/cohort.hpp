@@ -31,6 +31,8 @@
 #include <cohort/slurm_scheduler.hpp>
 #include <cohort/store.hpp>
 #include <cohort/topology.hpp>
+#include <cohort/transfers.hpp>
 #include <cohort/units.hpp>
 #include <cohort/version.hpp>
 #include <cohort/work.hpp>
+#include <cohort/workloads.hpp>

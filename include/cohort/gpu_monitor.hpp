@@ -33,6 +33,22 @@ struct WindowStats {
     double min = 0, mean = 0, max = 0;
 };
 
+// One action of a rule of the pack that is firing now: what the I/O path is
+// asked to do, and which rule asks (for a scheduler's explanations).
+struct IoAction {
+    std::string rule;          // the rule's id
+    std::string type;          // reduce_prefetch, delay_transfer, prioritize, stage_transfer, ...
+    std::string category;      // the rule's `category` label ("memory", "thermal", "io"), or empty
+    double factor = 1.0;       // reduce_prefetch: its factor
+    double delay_seconds = 0;  // delay_transfer: its delay
+};
+
+// The firing actions for one transfer, and the values the rules saw.
+struct IoAdvice {
+    std::vector<IoAction> actions;  // rules by priority, then each rule's actions in order
+    std::vector<std::pair<std::string, double>> values;  // numbers and booleans (0/1) that were set
+};
+
 class COHORT_API GpuMonitor {
 public:
     GpuMonitor(GpuProbe probe, MonitorOptions options = {});
@@ -63,6 +79,11 @@ public:
     // Seconds to hold a transfer of `bytes` of `kind` ("model", "dataset",
     // ...): the largest delay_transfer delay firing now, else 0.
     double transfer_delay(uint64_t bytes, std::string_view kind);
+    // Every action firing now for a transfer of `bytes` of `kind`, with its
+    // rule: prefetch_factor() and transfer_delay() are the smallest factor
+    // and the longest delay in it. prioritize and stage_transfer are the
+    // caller's to act on (TransferScheduler does, <cohort/transfers.hpp>).
+    IoAdvice io_advice(uint64_t bytes, std::string_view kind);
 
     struct Impl;
 

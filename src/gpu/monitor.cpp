@@ -208,12 +208,7 @@ struct IoRules {
         uint64_t bytes;
         std::string_view kind;
     };
-    struct Answer {
-        double factor = 1.0;
-        double delay = 0;
-    };
-
-    Answer evaluate(const GpuSample& sample, std::optional<Transfer> transfer) {
+    IoAdvice evaluate(const GpuSample& sample, std::optional<Transfer> transfer) {
         Context& ctx = *context;
         ctx.clear();
         publish_sample(&sample, ctx);
@@ -237,21 +232,26 @@ struct IoRules {
         last_time = std::max(last_time, sample.time);
         engine.evaluate(ctx, last_time);
 
-        Answer answer;
-        bool any_factor = false;
+        IoAdvice advice;
+        for (uint32_t slot = 0; slot < ctx.symbols().size(); ++slot) {
+            const Context::Slot* value = ctx.slot_at(slot);
+            if (value == nullptr || !value->present) continue;
+            const std::string& name = ctx.symbols().name(slot);
+            if (value->type == Type::boolean) advice.values.emplace_back(name, value->b ? 1.0 : 0.0);
+            if (value->type == Type::integer) advice.values.emplace_back(name, static_cast<double>(value->i));
+            if (value->type == Type::number) advice.values.emplace_back(name, value->d);
+        }
         for (const Rule& rule : engine.rules()->rules()) {
             if (!rule.enabled || engine.state(rule.id) != RuleState::firing) continue;
+            const auto category = rule.labels.find("category");
             for (const Action& action : rule.actions) {
-                if (action.type == "reduce_prefetch") {
-                    const double f = *factor_of(*parameter(action, "factor"));
-                    answer.factor = any_factor ? std::min(answer.factor, f) : f;
-                    any_factor = true;
-                } else if (action.type == "delay_transfer") {
-                    answer.delay = std::max(answer.delay, *delay_seconds(*parameter(action, "delay")));
-                }
+                IoAction out{rule.id, action.type, category == rule.labels.end() ? "" : category->second};
+                if (action.type == "reduce_prefetch") out.factor = *factor_of(*parameter(action, "factor"));
+                if (action.type == "delay_transfer") out.delay_seconds = *delay_seconds(*parameter(action, "delay"));
+                advice.actions.push_back(std::move(out));
             }
         }
-        return answer;
+        return advice;
     }
 };
 
@@ -323,7 +323,7 @@ struct GpuMonitor::Impl {
     }
 
     // Before the first sample, one is taken now (bounded by the deadline).
-    IoRules::Answer answer(std::optional<IoRules::Transfer> transfer) {
+    IoAdvice answer(std::optional<IoRules::Transfer> transfer) {
         std::optional<GpuSample> sample;
         {
             std::lock_guard lock(data_mutex);
@@ -431,11 +431,21 @@ void GpuMonitor::publish(Context& context) const {
 }
 
 double GpuMonitor::prefetch_factor() {
-    return impl_->answer(std::nullopt).factor;
+    std::optional<double> factor;
+    for (const IoAction& action : impl_->answer(std::nullopt).actions)
+        if (action.type == "reduce_prefetch") factor = std::min(factor.value_or(action.factor), action.factor);
+    return factor.value_or(1.0);
 }
 
 double GpuMonitor::transfer_delay(uint64_t bytes, std::string_view kind) {
-    return impl_->answer(IoRules::Transfer{bytes, kind}).delay;
+    double delay = 0;
+    for (const IoAction& action : impl_->answer(IoRules::Transfer{bytes, kind}).actions)
+        if (action.type == "delay_transfer") delay = std::max(delay, action.delay_seconds);
+    return delay;
+}
+
+IoAdvice GpuMonitor::io_advice(uint64_t bytes, std::string_view kind) {
+    return impl_->answer(IoRules::Transfer{bytes, kind});
 }
 
 }  // namespace cohort

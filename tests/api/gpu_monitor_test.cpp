@@ -113,6 +113,34 @@ TEST(GpuMonitor, AnswersTakeASampleWhenThereIsNoneYet) {
     EXPECT_EQ(monitor.history(0).size(), 1u);
 }
 
+TEST(GpuMonitor, IoAdviceNamesEachFiringActionItsRuleAndTheValues) {
+    Simulated sim;
+    GpuMonitor monitor(sim.probe());
+    sim.at(0);  // 40 % memory, 75 °C: nothing fires
+    monitor.sample_now();
+    EXPECT_TRUE(monitor.io_advice(200'000'000, "model").actions.empty());
+    sim.at(35);  // 65 % memory, GPU 1 at 92 °C
+    monitor.sample_now();
+    IoAdvice advice = monitor.io_advice(200'000'000, "model");
+    ASSERT_EQ(advice.actions.size(), 1u);
+    EXPECT_EQ(advice.actions[0].rule, "delay_transfer_on_temperature");
+    EXPECT_EQ(advice.actions[0].type, "delay_transfer");
+    EXPECT_EQ(advice.actions[0].category, "thermal");
+    EXPECT_EQ(advice.actions[0].delay_seconds, 30);
+    EXPECT_THAT(advice.values, ::testing::Contains(std::pair<std::string, double>("gpu_temperature", 92)));
+    EXPECT_THAT(advice.values, ::testing::Contains(std::pair<std::string, double>("transfer_size", 200'000'000)));
+    sim.at(50);  // 90 % memory, cool
+    monitor.sample_now();
+    advice = monitor.io_advice(200'000'000, "model");
+    ASSERT_EQ(advice.actions.size(), 2u);
+    EXPECT_EQ(advice.actions[0].rule, "reduce_prefetch_on_memory_pressure");
+    EXPECT_EQ(advice.actions[0].category, "memory");
+    EXPECT_EQ(advice.actions[0].factor, 0.5);
+    EXPECT_EQ(advice.actions[1].rule, "prioritize_model_files");
+    EXPECT_EQ(advice.actions[1].type, "prioritize");
+    EXPECT_EQ(monitor.io_advice(200'000'000, "dataset").actions.size(), 1u);  // not a model file
+}
+
 TEST(GpuMonitor, TheSmallestFactorAndTheLongestDelayWin) {
     Simulated sim;
     GpuMonitor monitor(sim.probe(), rules(monitor_data("two_levels.yaml")));
