@@ -392,7 +392,8 @@ class TransferScheduler(_util.Handle):
         ptr = _util.create(lib.cohort_transfer_scheduler_create, _lib.transfer_scheduler_p,
                            json.dumps(options).encode("utf-8"),
                            registry._h() if registry is not None else None,
-                           monitor._h() if monitor is not None else None, callback, None)
+                           monitor._h() if monitor is not None else None,
+                           callback if callback is not None else _lib.transfer_policy_fn(), None)
         super().__init__(ptr)
         # Destroyed before the callbacks, the registry and the monitor go.
         self._finalizer.detach()

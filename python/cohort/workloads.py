@@ -110,7 +110,7 @@ class WorkloadRegistry(_util.Handle):
                     return 1
             self._alive = _lib.pid_alive_fn(check)
         super().__init__(_util.create(lib.cohort_workload_registry_create, _lib.workload_registry_p,
-                                      self._alive, None))
+                                      self._alive or _lib.pid_alive_fn(), None))
         if self._alive is not None:
             # The finalizer keeps the callback alive until the registry is gone.
             self._finalizer.detach()

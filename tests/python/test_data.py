@@ -224,13 +224,17 @@ class Scheduler(Files):
                                  on_done=finished)
             release.set()
             gate.wait(30)
-            for name in ("old", "new", "high", "low"):
-                self.assertTrue(scheduler.explain(name))
             old.wait(30)
             deadline = time.monotonic() + 30
             while len(order) < 5 and time.monotonic() < deadline:
                 time.sleep(0.01)
-        self.assertEqual(order, ["gate", "high", "old", "new", "low"])
+            self.assertEqual(order, ["gate", "high", "old", "new", "low"])
+            high = [d for d in scheduler.explain("high") if d.action == "dispatch"][0]
+            self.assertEqual(high.effect, "started ahead of 2 transfer(s) queued before it")
+            self.assertEqual(high.values["priority"], 5)
+            aged = [d for d in scheduler.explain("old") if d.action == "dispatch"][0]
+            self.assertGreater(aged.values["waited_seconds"], 1.4)
+            self.assertGreater(aged.values["effective"], 1.4)
 
     def test_python_policy(self):
         """A policy that boosts, holds once, stops prefetching and stages
