@@ -1299,8 +1299,8 @@ COHORT_API int cohort_membership_leave(cohort_membership* membership);
  * calls the callbacks below on them: a policy on the dispatcher thread, a
  * completion callback on an I/O thread, a registry's liveness check on
  * whichever thread prunes (the scheduler's dispatcher included). Callbacks
- * must return, must not throw, and must not call cohort_transfer_wait on a
- * transfer of the same scheduler.
+ * must return, must not throw, and must neither wait for a transfer of
+ * the same scheduler nor destroy it.
  *
  * A workload, as cohort_workload_registry_add takes it and _find and _list
  * give it back (free with cohort_free):

@@ -223,12 +223,19 @@ class _State:
             self.pop(key)
 
 
+# Set while a scheduler's thread runs a Python callback: a scheduler whose
+# last reference goes away there is destroyed on another thread, since its
+# destructor joins the thread it would be called on.
+_callback_thread = threading.local()
+
+
 def _policy_callback(policy):
     """The C policy for a Python callable: its actions into the sink; an
     exception (or a bad answer) becomes the policy's error."""
     lib = _lib.load()
 
     def call(_user_data, tid, workload, kind, nbytes, priority, prefetch, actions):
+        _callback_thread.active = True
         try:
             facts = TransferFacts(_util.decode(tid), _util.decode(workload), _util.decode(kind),
                                   nbytes, priority, bool(prefetch))
@@ -243,6 +250,8 @@ def _policy_callback(policy):
             except BaseException:
                 pass
             return 1
+        finally:
+            _callback_thread.active = False
 
     return _lib.transfer_policy_fn(call)
 
@@ -270,10 +279,13 @@ def _done_callback(state):
         entry = state.pop(user_data or 0)
         if entry is None or entry[1] is None:
             return
+        _callback_thread.active = True
         try:
             entry[1](_result(result_json.decode("utf-8", "replace")))
         except BaseException:  # the transfer is done; the callback's failure is the caller's
             traceback.print_exc()
+        finally:
+            _callback_thread.active = False
 
     return _lib.transfer_done_fn(call)
 
@@ -281,6 +293,10 @@ def _done_callback(state):
 def _destroy_scheduler(destroy, ptr, state, *callbacks):
     """Destroys the C scheduler (joining its threads, so no callback runs
     after it returns), then lets go of the buffers still pinned."""
+    if getattr(_callback_thread, "active", False):
+        threading.Thread(target=_destroy_scheduler, args=(destroy, ptr, state, *callbacks),
+                         name="cohort-scheduler-close", daemon=True).start()
+        return
     try:
         destroy(ptr)
     except Exception:  # interpreter shutdown: the library may be gone
@@ -323,9 +339,11 @@ class Transfer(_util.Handle):
         if self._result is not None:
             return self._result
         limit = 0.0 if timeout is None else _util.seconds("timeout", timeout)
-        if timeout is not None and (limit == 0 or not math.isfinite(limit)):
+        if timeout is not None and limit == 0:
             raise InvalidArgument(f"Transfer.wait: timeout must be a positive number of seconds "
                                   f"(None waits until done), got {timeout!r}")
+        if math.isinf(limit):
+            limit = 0.0  # forever
         try:
             _lib.load().cohort_transfer_wait(self._h(), limit)
         except Timeout:

@@ -379,6 +379,20 @@ class Scheduler(Files):
         with self.assertRaisesRegex(cohort.InvalidArgument, "transfer scheduler is closed"):
             scheduler.stats()
 
+    def test_closed_from_its_own_callback(self):
+        # The destructor joins the I/O threads: from one of them it is run elsewhere.
+        closed = threading.Event()
+        scheduler = TransferScheduler(workers=1)
+
+        def finished(_r):
+            scheduler.close()
+            closed.set()
+
+        t = scheduler.submit("a", self.path, 8, buffer=bytearray(8), on_done=finished)
+        self.assertTrue(closed.wait(30))
+        self.assertTrue(t.wait(timeout=float("inf")).ok)
+        self.assertTrue(scheduler.closed)
+
     def test_errors(self):
         with self.assertRaisesRegex(cohort.InvalidArgument, "workers must be 1 to 256"):
             TransferScheduler(workers=0)
