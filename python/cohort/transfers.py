@@ -419,6 +419,8 @@ class TransferScheduler(_util.Handle):
                                            lib.cohort_transfer_scheduler_destroy, ptr, self._state,
                                            callback, self._on_done, registry, monitor)
         self.registry, self.policy = registry, policy
+        if registry is not None:
+            registry._schedulers.add(self)
 
     def submit(self, id, path, length=None, *, offset=0, buffer=None, stage=False, workload="",
                priority=0, kind="dataset", prefetch=False, deadline=None, on_done=None):

@@ -101,6 +101,7 @@ class WorkloadRegistry(_util.Handle):
             raise InvalidArgument(f"WorkloadRegistry: alive must be a callable(pid) -> bool, "
                                   f"not {type(alive).__name__}")
         self._alive = None
+        self._schedulers = weakref.WeakSet()  # TransferSchedulers using it
         if alive is not None:
             def check(_user_data, pid):
                 try:
@@ -117,6 +118,15 @@ class WorkloadRegistry(_util.Handle):
             self._finalizer = weakref.finalize(self, _destroy_keeping,
                                                      lib.cohort_workload_registry_destroy,
                                                      self._ptr, self._alive)
+
+    def close(self):
+        """Destroys the registry. cohort.InvalidArgument while an open
+        TransferScheduler uses it: close that first."""
+        users = [s for s in getattr(self, "_schedulers", ()) if not s.closed]
+        if users:
+            raise InvalidArgument("WorkloadRegistry.close: an open TransferScheduler uses this "
+                                  "registry; close the scheduler first")
+        super().close()
 
     def add(self, workload=None, **fields):
         """Registers a Workload, or one described by keyword arguments (id,

@@ -287,7 +287,7 @@ static int32_t steering_policy(void* user_data, const char* id, const char* work
         ++g_action_errors;
     /* The first ask is at submit (for a boost only); the second at start. */
     if (strcmp(id, "x") == 0 && atomic_fetch_add(&g_x_asks, 1) == 1 && atomic_load(&g_delay_x)) {
-        if (cohort_transfer_actions_add(actions, "hold_x", "delay_transfer", "thermal", 1, 0.3, NULL) ||
+        if (cohort_transfer_actions_add(actions, "hold_x", "delay_transfer", "thermal", 1, 0.5, NULL) ||
             cohort_transfer_actions_add_value(actions, "gpu_temperature", 92))
             ++g_action_errors;
     }
@@ -502,7 +502,7 @@ static void test_policy_order(void) {
     cohort_free(out);
     CHECK_OK(cohort_transfer_scheduler_explain(s, "x", &out, NULL));
     CHECK_HAS(out, "\"rule\":\"hold_x\",\"action\":\"delay_transfer\",\"values\":{\"gpu_temperature\":9.2E1}");
-    CHECK_HAS(out, "\"effect\":\"held for 0.3 s\",\"delay_seconds\":3E-1");
+    CHECK_HAS(out, "\"effect\":\"held for 0.5 s\",\"delay_seconds\":5E-1");
     CHECK_HAS(out, "\"action\":\"dispatch\"");
     cohort_free(out);
     CHECK_OK(cohort_transfer_scheduler_explain(s, "p", &out, NULL));
@@ -512,7 +512,7 @@ static void test_policy_order(void) {
     CHECK_OK(cohort_transfer_scheduler_stats(s, &stats));
     CHECK(stats.submitted == 6 && stats.completed == 6 && stats.failed == 0 && stats.queued == 0);
     CHECK(stats.running == 0 && stats.prioritized == 1 && stats.delayed == 1);
-    CHECK(stats.total_delay_seconds > 0.29 && stats.total_delay_seconds < 0.31);
+    CHECK(stats.total_delay_seconds > 0.49 && stats.total_delay_seconds < 0.51);
     CHECK(stats.bytes == 6 * 256 && stats.bytes_per_second > 0);
     CHECK(stats.memory_pressure_events >= 2 && stats.temperature_events == 1);
     CHECK(stats.prefetch_factor == 1.0 && stats.prefetch_depth == 4);
@@ -600,7 +600,7 @@ static void test_staging_and_shutdown(void) {
     CHECK_OK(cohort_transfer_scheduler_stats(s, &stats));
     CHECK(stats.staged == 2 && stats.misses == 1 && stats.completed == 3);
 
-    /* Shutdown: a transfer held (for 0.3 s) is completed with CLOSED, and
+    /* Shutdown: a transfer held (for 0.5 s) is completed with CLOSED, and
      * its handle outlives the scheduler. */
     atomic_store(&g_delay_x, 1);
     atomic_store(&g_x_asks, 0);

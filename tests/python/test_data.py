@@ -253,7 +253,7 @@ class Scheduler(Files):
                 actions.append(PolicyAction("prioritize", rule="boost_y", boost=50,
                                             category="memory", values={"gpu_memory": 91.5}))
             if facts.id == "x" and asks["x"] == 2:  # the second ask is at start
-                actions.append({"type": "delay_transfer", "rule": "hold_x", "delay": 0.3,
+                actions.append({"type": "delay_transfer", "rule": "hold_x", "delay": 0.5,
                                 "category": "thermal"})
             if starve.is_set():
                 actions.append(PolicyAction("reduce_prefetch", rule="no_prefetch", factor=0.0,
@@ -295,7 +295,7 @@ class Scheduler(Files):
                              ("boost_y", "priority 0 -> 50 (boost 50)", {"gpu_memory": 91.5}))
             held = [d for d in scheduler.explain("x") if d.action == "delay_transfer"][0]
             self.assertEqual((held.rule, held.effect, held.delay_seconds),
-                             ("hold_x", "held for 0.3 s", 0.3))
+                             ("hold_x", "held for 0.5 s", 0.5))
             waits = [d for d in t["p"].result().decisions if d.action == "reduce_prefetch"]
             self.assertIn("prefetch depth 4 x 0 = 0", waits[0].effect)
 
@@ -308,7 +308,7 @@ class Scheduler(Files):
             stats = scheduler.stats()
             self.assertEqual((stats.prioritized, stats.delayed, stats.staged, stats.temperature_events),
                              (1, 1, 1, 1))
-            self.assertAlmostEqual(stats.total_delay_seconds, 0.3)
+            self.assertAlmostEqual(stats.total_delay_seconds, 0.5)
             self.assertGreaterEqual(stats.prefetch_waits, 1)
             self.assertGreaterEqual(stats.memory_pressure_events, 2)
         p_facts = [f for f in facts_seen if f.id == "p"][0]
@@ -341,6 +341,8 @@ class Scheduler(Files):
             monitor.sample_now()
             registry.add(id="train", pid=os.getpid(), memory_bytes=1, priority=7)
             with TransferScheduler(registry=registry, policy=monitor) as scheduler:
+                with self.assertRaisesRegex(cohort.InvalidArgument, "close the scheduler first"):
+                    registry.close()
                 with self.assertRaisesRegex(cohort.NotFound, "workload 'eval' is not registered"):
                     scheduler.submit("e", self.path, 8, buffer=bytearray(8), workload="eval")
                 r = scheduler.submit("m", self.path, 128, buffer=bytearray(128), workload="train",
