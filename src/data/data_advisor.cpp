@@ -354,8 +354,9 @@ DataAdvice DataAdvisor::advise(const ShardPlan& plan) const {
         } else if (!options_.disk_budget_bytes || n.cache_disk_bytes + a.bytes <= *options_.disk_budget_bytes) {
             a.cache = CacheStrategy::local_disk;
             n.cache_disk_bytes += a.bytes;
-            a.cache_reason = fmt::format("does not fit {}'s memory ({} left); on local disk, locality {} otherwise",
-                                         n.node, format_size(room - n.cache_memory_bytes), score_text(a.locality));
+            a.cache_reason = fmt::format("does not fit {}'s memory ({} left), and {:.0f}% of it is not on its disk: "
+                                         "cached on local disk",
+                                         n.node, format_size(room - n.cache_memory_bytes), 100.0 * (1.0 - a.locality));
         } else {
             a.cache = CacheStrategy::none;
             a.cache_reason = fmt::format("fits neither {}'s memory nor its disk budget of {}", n.node,
