@@ -29,6 +29,7 @@ void print_advice(const cohort::DataAdvice& advice, uint64_t limit) {
     }
     fmt::print("(* high locality)\n");
 
+    // Without a cache every shard's cache reason is the job's, printed above.
     const uint64_t rows = limit == 0 ? advice.shards.size() : std::min<uint64_t>(limit, advice.shards.size());
     fmt::print("\n{:>6} {:>10} {:<14} {:>8} {:>8} {:<10} {:>8}  {}\n", "shard", "bytes", "read from", "locality",
                "prefetch", "cache", "priority", "why");
@@ -36,7 +37,7 @@ void print_advice(const cohort::DataAdvice& advice, uint64_t limit) {
         const cohort::ShardDataAdvice& s = advice.shards[i];
         fmt::print("{:>6} {:>10} {:<14} {:>8.2f} {:>8} {:<10} {:>8}  {}; {}\n", s.shard, cohort::format_size(s.bytes),
                    s.preferred_node, s.locality, s.prefetch_batches, cohort::to_string(s.cache), s.priority,
-                   s.node_reason, s.cache_reason);
+                   s.node_reason, advice.cache ? s.cache_reason : s.priority_reason);
     }
     if (rows < advice.shards.size())
         fmt::print("... {} more (--limit 0 prints all)\n", advice.shards.size() - rows);

@@ -11,11 +11,13 @@ MiB = 1 << 20
 
 def make_plan(replication=3):
     """Three workers holding every shard of three 64 MiB files (1 KiB per
-    sample), in 8 MiB shards; n2 has train/a.rec on its disk, n1 train/b.rec."""
+    sample), in 8 MiB shards; n2 has train/a.rec on its disk, n1 train/b.rec
+    and n0 half of eval/c.rec nearby."""
     files = cohort.Dataset.of([("train/a.rec", 64 * MiB, 65536), ("train/b.rec", 64 * MiB, 65536),
                                ("eval/c.rec", 64 * MiB, 65536)])
     return cohort.plan_shards(files, ["n0", "n1", "n2"], shard_bytes=8 * MiB, replication=replication,
-                              locality={"n2": {"train/a.rec": 1.0}, "n1": {"train/b.rec": 1.0}})
+                              locality={"n2": {"train/a.rec": 1.0}, "n1": {"train/b.rec": 1.0},
+                                        "n0": {"eval/c.rec": 0.5}})
 
 
 class Baseline(unittest.TestCase):
@@ -56,7 +58,8 @@ class Locality(unittest.TestCase):
         self.assertEqual({s.preferred_node for s in a.shards[:8]}, {"n2"})
         self.assertEqual({s.preferred_node for s in a.shards[8:16]}, {"n1"})
         self.assertEqual({s.priority for s in a.shards[:16]}, {0})
-        self.assertEqual({s.priority for s in a.shards[16:]}, {100})  # nobody holds eval/c.rec
+        self.assertEqual({s.preferred_node for s in a.shards[16:]}, {"n0"})
+        self.assertEqual({s.priority for s in a.shards[16:]}, {50})  # half of it is remote
         self.assertIn("best locality of 3 replicas", a.shards[0].node_reason)
         self.assertEqual(a.high_locality_nodes, ["n1", "n2"])
         self.assertTrue(a.node("n2").high_locality)

@@ -152,10 +152,14 @@ class Advise(unittest.TestCase):
         self.assertIn("style allreduce, batch 256 x 4KiB = 1MiB", out)
         self.assertIn("prefetch:    2 batches (2MiB): the job: no measurement", out)
         self.assertIn("cache:       no: 1 epoch of sequential access", out)
-        self.assertRegex(out, r"locality:    worker-1, worker-4, worker-8: 3 of 12 nodes")
+        # worker-4 and worker-8 also hold shards they have no copy of: below 0.8.
+        self.assertIn("locality:    worker-1: 1 of 12 nodes read at least 0.80", out)
+        self.assertRegex(out, r"\nworker-4\s+2\s+2MiB\s+0\.76 ")
         self.assertRegex(out, r"\nworker-1\s+2\s+2MiB\s+1\.00\*")
         # part-00000 is on worker-1's disk: shard 0 is read there, at priority 0.
-        self.assertRegex(out, r"\n\s+0\s+\S+\s+worker-1\s+1\.00\s+2\s+none\s+0\s+the only replica")
+        self.assertRegex(out, r"\n\s+0\s+\S+\s+worker-1\s+1\.00\s+2\s+none\s+0\s+the only replica; locality 1\.00; "
+                              r"locality 1\.00 on worker-1: a local read")
+        self.assertRegex(out, r"\n\s+9\s+\S+\s+chief-0\s+0\.00\s+2\s+none\s+100\s+.*from remote storage")
 
     def test_json_and_measurements(self):
         path = self.write(json.dumps({"job": {"data_wait_fraction": 0.02},
