@@ -19,8 +19,8 @@ void print_advice(const cohort::DataAdvice& advice, uint64_t limit) {
     for (const std::string& n : advice.high_locality_nodes) high += (high.empty() ? "" : ", ") + n;
     fmt::print("  locality:    {}: {}\n", high.empty() ? "no node" : high, advice.locality_reason);
 
-    fmt::print("\n{:<14} {:>8} {:>10} {:>8} {:>6} {:>10} {:>10} {:>10}  {}\n", "node", "prefetch", "bytes",
-               "locality", "shards", "reads", "cache mem", "cache disk", "why this prefetch");
+    fmt::print("\n{:<14} {:>8} {:>10} {:>8} {:>6} {:>10} {:>10} {:>10}  {}\n", "node", "prefetch", "bytes", "locality",
+               "shards", "reads", "cache mem", "cache disk", "why this prefetch");
     for (const cohort::NodeDataAdvice& n : advice.nodes) {
         fmt::print("{:<14} {:>8} {:>10} {:>7.2f}{} {:>6} {:>10} {:>10} {:>10}  {}\n", n.node, n.prefetch_batches,
                    cohort::format_size(n.prefetch_bytes), n.locality, n.high_locality ? "*" : " ", n.shards,
@@ -39,8 +39,7 @@ void print_advice(const cohort::DataAdvice& advice, uint64_t limit) {
                    s.preferred_node, s.locality, s.prefetch_batches, cohort::to_string(s.cache), s.priority,
                    s.node_reason, advice.cache ? s.cache_reason : s.priority_reason);
     }
-    if (rows < advice.shards.size())
-        fmt::print("... {} more (--limit 0 prints all)\n", advice.shards.size() - rows);
+    if (rows < advice.shards.size()) fmt::print("... {} more (--limit 0 prints all)\n", advice.shards.size() - rows);
 }
 
 }  // namespace cohort_plan

@@ -41,13 +41,12 @@ struct DataMeasurement {
     std::optional<double> samples_per_second{};     // >= 0
 
     bool empty() const {
-        return !data_wait_fraction && !prefetch_hit_rate && !read_bytes_per_second && !step_time &&
-               !samples_per_second;
+        return !data_wait_fraction && !prefetch_hit_rate && !read_bytes_per_second && !step_time && !samples_per_second;
     }
 };
 
 struct DataMeasurements {
-    DataMeasurement job{};                         // for nodes not listed
+    DataMeasurement job{};                           // for nodes not listed
     std::map<std::string, DataMeasurement> nodes{};  // by node id; must be plan members
 };
 
@@ -81,32 +80,32 @@ struct DataBaseline {
 COHORT_API DataBaseline data_advice_baseline(const DataAdvisorOptions& options);
 
 struct NodeDataAdvice {
-    std::string node;                    // member id
-    uint32_t prefetch_batches = 0;       // depth for this node
-    uint64_t prefetch_bytes = 0;         // prefetch_batches x batch bytes
-    bool measured = false;               // the depth followed a measurement
+    std::string node;               // member id
+    uint32_t prefetch_batches = 0;  // depth for this node
+    uint64_t prefetch_bytes = 0;    // prefetch_batches x batch bytes
+    bool measured = false;          // the depth followed a measurement
     std::string prefetch_reason;
-    double locality = 0;                 // byte-weighted locality of the shards it reads
+    double locality = 0;  // byte-weighted locality of the shards it reads
     bool high_locality = false;
-    uint64_t shards = 0;                 // selected shards it is the preferred node for
-    uint64_t bytes = 0;                  // their bytes
-    uint64_t cache_memory_bytes = 0;     // of those, cached in memory
-    uint64_t cache_disk_bytes = 0;       // and on local disk
+    uint64_t shards = 0;              // selected shards it is the preferred node for
+    uint64_t bytes = 0;               // their bytes
+    uint64_t cache_memory_bytes = 0;  // of those, cached in memory
+    uint64_t cache_disk_bytes = 0;    // and on local disk
     std::string cache_reason;
 };
 
 struct ShardDataAdvice {
     uint64_t shard = 0;
     uint64_t bytes = 0;
-    std::string preferred_node;      // the replica to read
-    double locality = 0;             // its locality score for this shard, in [0, 1]
+    std::string preferred_node;  // the replica to read
+    double locality = 0;         // its locality score for this shard, in [0, 1]
     std::string node_reason;
-    uint32_t prefetch_batches = 0;   // how far ahead to read within the shard
+    uint32_t prefetch_batches = 0;  // how far ahead to read within the shard
     uint64_t prefetch_bytes = 0;
     std::string prefetch_reason;
     CacheStrategy cache = CacheStrategy::none;
     std::string cache_reason;
-    int64_t priority = 0;            // a TransferScheduler priority: higher first
+    int64_t priority = 0;  // a TransferScheduler priority: higher first
     std::string priority_reason;
 };
 

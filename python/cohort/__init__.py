@@ -31,6 +31,7 @@ the system.
 
 from ._util import FORMATS, LEVELS, ROLES, STATUSES, STRATEGIES
 from . import comm as _comm
+from . import data  # the data path: cohort.data.advise, DataAdvisor
 from .comm import Communicator, Work
 from .coordinator import Coordinator, CoordinatorClient
 from .dataset import DataFile, Dataset, Shard, Shards, split_shards

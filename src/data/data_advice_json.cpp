@@ -8,8 +8,8 @@
 #include <cohort/error.hpp>
 #include <cohort/units.hpp>
 
-#include <boost/json.hpp>
 #include <fmt/format.h>
+#include <boost/json.hpp>
 
 namespace cohort {
 
@@ -49,7 +49,8 @@ DataMeasurement read_measurement(const json::value& value, const std::string& wh
         m.data_wait_fraction = r.number("data_wait_fraction");
     } else if (r.has("data_wait")) {
         const double wait = r.number("data_wait");
-        if (!m.step_time) r.fail("data_wait", "needs step_time to be a fraction of the step (or give data_wait_fraction)");
+        if (!m.step_time)
+            r.fail("data_wait", "needs step_time to be a fraction of the step (or give data_wait_fraction)");
         if (!(*m.step_time > 0)) r.fail("step_time", fmt::format("must be > 0, got {}", *m.step_time));
         if (!(wait >= 0 && wait <= *m.step_time))
             r.fail("data_wait", fmt::format("must be in [0, step_time {}], got {}", *m.step_time, wait));
@@ -112,12 +113,14 @@ DataAdvisorOptions data_advisor_options_from_json(std::string_view text, std::st
     if (r.has("disk_budget_bytes")) o.disk_budget_bytes = bytes_field(r, "disk_budget_bytes");
     if (r.has("epochs")) {
         const uint64_t epochs = r.uint("epochs");
-        if (epochs == 0 || epochs > UINT32_MAX) r.fail("epochs", fmt::format("must be in 1..{}, got {}", UINT32_MAX, epochs));
+        if (epochs == 0 || epochs > UINT32_MAX)
+            r.fail("epochs", fmt::format("must be in 1..{}, got {}", UINT32_MAX, epochs));
         o.epochs = static_cast<uint32_t>(epochs);
     }
     if (r.has("access")) {
         const std::string access = r.string("access");
-        if (access == "random") o.access = AccessPattern::random;
+        if (access == "random")
+            o.access = AccessPattern::random;
         else if (access != "sequential")
             r.fail("access", fmt::format("unknown access '{}' (expected sequential or random)", access));
     }
@@ -154,16 +157,15 @@ std::string DataAdvice::to_json() const {
     for (const NodeDataAdvice& n : nodes) {
         json::object p = prefetch_json(n.prefetch_batches, n.prefetch_bytes, n.prefetch_reason);
         p["measured"] = n.measured;
-        node_list.push_back(json::object{
-            {"node", n.node},
-            {"prefetch", std::move(p)},
-            {"locality", n.locality},
-            {"high_locality", n.high_locality},
-            {"shards", n.shards},
-            {"bytes", n.bytes},
-            {"cache", json::object{{"memory_bytes", n.cache_memory_bytes},
-                                   {"disk_bytes", n.cache_disk_bytes},
-                                   {"reason", n.cache_reason}}}});
+        node_list.push_back(json::object{{"node", n.node},
+                                         {"prefetch", std::move(p)},
+                                         {"locality", n.locality},
+                                         {"high_locality", n.high_locality},
+                                         {"shards", n.shards},
+                                         {"bytes", n.bytes},
+                                         {"cache", json::object{{"memory_bytes", n.cache_memory_bytes},
+                                                                {"disk_bytes", n.cache_disk_bytes},
+                                                                {"reason", n.cache_reason}}}});
     }
     root["nodes"] = std::move(node_list);
     json::array shard_list;

@@ -37,7 +37,8 @@ std::string_view to_string(CacheStrategy strategy) noexcept {
 
 std::optional<CollectiveStyle> parse_collective_style(std::string_view text) noexcept {
     if (text == "allreduce" || text == "all_reduce" || text == "all-reduce") return CollectiveStyle::allreduce;
-    if (text == "parameter_server" || text == "parameter-server" || text == "ps") return CollectiveStyle::parameter_server;
+    if (text == "parameter_server" || text == "parameter-server" || text == "ps")
+        return CollectiveStyle::parameter_server;
     return std::nullopt;
 }
 
@@ -46,12 +47,14 @@ DataBaseline data_advice_baseline(const DataAdvisorOptions& options) {
     b.locality_threshold = options.locality_threshold;
     if (options.style == CollectiveStyle::parameter_server) {
         b.prefetch_batches = 4;
-        b.prefetch_reason = "baseline for parameter_server: 4 batches (workers run at their own pace, so reads "
-                            "see more jitter)";
+        b.prefetch_reason =
+            "baseline for parameter_server: 4 batches (workers run at their own pace, so reads "
+            "see more jitter)";
     } else {
         b.prefetch_batches = 2;
-        b.prefetch_reason = "baseline for allreduce: 2 batches (synchronous steps: the next batch is read while "
-                            "this one trains)";
+        b.prefetch_reason =
+            "baseline for allreduce: 2 batches (synchronous steps: the next batch is read while "
+            "this one trains)";
     }
     if (options.epochs > 1) {
         b.cache = true;
@@ -79,7 +82,8 @@ void check_measurement(const DataMeasurement& m, const std::string& where) {
     check_fraction(m.data_wait_fraction, where, "data_wait_fraction");
     check_fraction(m.prefetch_hit_rate, where, "prefetch_hit_rate");
     if (m.read_bytes_per_second && !(*m.read_bytes_per_second >= 0 && std::isfinite(*m.read_bytes_per_second)))
-        bad(where + "read_bytes_per_second", fmt::format("must be a finite number >= 0, got {}", *m.read_bytes_per_second));
+        bad(where + "read_bytes_per_second",
+            fmt::format("must be a finite number >= 0, got {}", *m.read_bytes_per_second));
     if (m.step_time && !(*m.step_time > 0 && std::isfinite(*m.step_time)))
         bad(where + "step_time", fmt::format("must be a finite number of seconds > 0, got {}", *m.step_time));
     if (m.samples_per_second && !(*m.samples_per_second >= 0 && std::isfinite(*m.samples_per_second)))
@@ -98,8 +102,10 @@ public:
             if (!file || !member) continue;  // another dataset's file, or not a member
             auto& entries = by_file_[*file];
             auto same = std::find_if(entries.begin(), entries.end(), [&](const auto& x) { return x.first == *member; });
-            if (same != entries.end()) same->second = std::max(same->second, e.score);
-            else entries.push_back({static_cast<uint32_t>(*member), e.score});
+            if (same != entries.end())
+                same->second = std::max(same->second, e.score);
+            else
+                entries.push_back({static_cast<uint32_t>(*member), e.score});
         }
     }
 
@@ -141,7 +147,9 @@ std::vector<bool> select_files(const Dataset& dataset, const std::vector<std::st
     return selected;
 }
 
-std::string score_text(double score) { return fmt::format("{:.2f}", score); }
+std::string score_text(double score) {
+    return fmt::format("{:.2f}", score);
+}
 
 }  // namespace
 
@@ -200,8 +208,8 @@ DataAdvice DataAdvisor::advise(const ShardPlan& plan) const {
         }
         if (records == 0) bad("sample_bytes", "not given, and the selected files hold no records; give sample_bytes");
         advice.sample_bytes = (bytes + records - 1) / records;
-        advice.sample_bytes_reason = fmt::format("estimated: {} over {} records of the selected files",
-                                                 format_size(bytes), records);
+        advice.sample_bytes_reason =
+            fmt::format("estimated: {} over {} records of the selected files", format_size(bytes), records);
         if (options_.batch_size > (uint64_t{1} << 62) / advice.sample_bytes)
             bad("batch_size", fmt::format("{} samples of {} bytes is past 2^62 bytes per batch", options_.batch_size,
                                           advice.sample_bytes));
@@ -251,9 +259,9 @@ DataAdvice DataAdvisor::advise(const ShardPlan& plan) const {
     const auto& job_m = options_.measurements.job;
     {
         const uint64_t mean_bytes = members == 0 ? 0 : advice.bytes / members;
-        const detail::PrefetchChoice job = detail::choose_prefetch_depth({advice.baseline.prefetch_batches, advice.batch_bytes,
-                                                          advice.sample_bytes, budget, cache ? mean_bytes : 0,
-                                                          job_m.empty() ? nullptr : &job_m, "the job"});
+        const detail::PrefetchChoice job = detail::choose_prefetch_depth(
+            {advice.baseline.prefetch_batches, advice.batch_bytes, advice.sample_bytes, budget, cache ? mean_bytes : 0,
+             job_m.empty() ? nullptr : &job_m, "the job"});
         advice.prefetch_batches = job.batches;
         advice.prefetch_bytes = uint64_t{job.batches} * advice.batch_bytes;
         advice.measured = job.measured;
@@ -265,12 +273,13 @@ DataAdvice DataAdvisor::advise(const ShardPlan& plan) const {
         n.node = plan.members()[m].id;
         auto own = options_.measurements.nodes.find(n.node);
         const DataMeasurement* measured = own != options_.measurements.nodes.end() ? &own->second
-                                          : job_m.empty()                         ? nullptr
-                                                                                  : &job_m;
-        const std::string whose = own != options_.measurements.nodes.end() ? n.node : fmt::format("{} (the job's)", n.node);
-        const detail::PrefetchChoice c = detail::choose_prefetch_depth({advice.baseline.prefetch_batches, advice.batch_bytes,
-                                                        advice.sample_bytes, budget, cache ? node_bytes[m] : 0,
-                                                        measured, measured ? whose : n.node});
+                                          : job_m.empty()                          ? nullptr
+                                                                                   : &job_m;
+        const std::string whose =
+            own != options_.measurements.nodes.end() ? n.node : fmt::format("{} (the job's)", n.node);
+        const detail::PrefetchChoice c =
+            detail::choose_prefetch_depth({advice.baseline.prefetch_batches, advice.batch_bytes, advice.sample_bytes,
+                                           budget, cache ? node_bytes[m] : 0, measured, measured ? whose : n.node});
         n.prefetch_batches = c.batches;
         n.prefetch_bytes = uint64_t{c.batches} * advice.batch_bytes;
         n.measured = c.measured;
@@ -319,9 +328,10 @@ DataAdvice DataAdvisor::advise(const ShardPlan& plan) const {
         a.priority = std::llround(100.0 * (1.0 - p.score));
         a.priority_reason = p.score >= 1.0 ? fmt::format("locality {} on {}: a local read needs no lead time",
                                                          score_text(p.score), n.node)
-                                           : fmt::format("locality {} on {}: {:.0f}% of it comes from remote storage, "
-                                                         "so it is read ahead of local shards",
-                                                         score_text(p.score), n.node, 100.0 * (1.0 - p.score));
+                                           : fmt::format(
+                                                 "locality {} on {}: {:.0f}% of it comes from remote storage, "
+                                                 "so it is read ahead of local shards",
+                                                 score_text(p.score), n.node, 100.0 * (1.0 - p.score));
         advice.shards.push_back(std::move(a));
     }
 
@@ -329,8 +339,9 @@ DataAdvice DataAdvisor::advise(const ShardPlan& plan) const {
     // read again): memory while it fits beside the prefetch, then local disk.
     std::vector<std::size_t> order(advice.shards.size());
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t x, std::size_t y) { return advice.shards[x].priority > advice.shards[y].priority; });
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+        return advice.shards[x].priority > advice.shards[y].priority;
+    });
     for (std::size_t i : order) {
         ShardDataAdvice& a = advice.shards[i];
         NodeDataAdvice& n = advice.nodes[*plan.members().find(a.preferred_node)];
@@ -343,20 +354,22 @@ DataAdvice DataAdvisor::advise(const ShardPlan& plan) const {
         if (n.cache_memory_bytes + a.bytes <= room) {
             a.cache = CacheStrategy::memory;
             n.cache_memory_bytes += a.bytes;
-            a.cache_reason = fmt::format("fits {}'s memory: {} of its {} budget still free after {} of prefetch "
-                                         "and the cache so far",
-                                         n.node, format_size(room - n.cache_memory_bytes + a.bytes),
-                                         format_size(budget), format_size(n.prefetch_bytes));
+            a.cache_reason = fmt::format(
+                "fits {}'s memory: {} of its {} budget still free after {} of prefetch "
+                "and the cache so far",
+                n.node, format_size(room - n.cache_memory_bytes + a.bytes), format_size(budget),
+                format_size(n.prefetch_bytes));
         } else if (a.locality >= 1.0) {
             a.cache = CacheStrategy::none;
-            a.cache_reason = fmt::format("does not fit {}'s memory, and is already on its local disk (locality 1.00)",
-                                         n.node);
+            a.cache_reason =
+                fmt::format("does not fit {}'s memory, and is already on its local disk (locality 1.00)", n.node);
         } else if (!options_.disk_budget_bytes || n.cache_disk_bytes + a.bytes <= *options_.disk_budget_bytes) {
             a.cache = CacheStrategy::local_disk;
             n.cache_disk_bytes += a.bytes;
-            a.cache_reason = fmt::format("does not fit {}'s memory ({} left), and {:.0f}% of it is not on its disk: "
-                                         "cached on local disk",
-                                         n.node, format_size(room - n.cache_memory_bytes), 100.0 * (1.0 - a.locality));
+            a.cache_reason = fmt::format(
+                "does not fit {}'s memory ({} left), and {:.0f}% of it is not on its disk: "
+                "cached on local disk",
+                n.node, format_size(room - n.cache_memory_bytes), 100.0 * (1.0 - a.locality));
         } else {
             a.cache = CacheStrategy::none;
             a.cache_reason = fmt::format("fits neither {}'s memory nor its disk budget of {}", n.node,
@@ -364,13 +377,16 @@ DataAdvice DataAdvisor::advise(const ShardPlan& plan) const {
         }
     }
     for (NodeDataAdvice& n : advice.nodes) {
-        if (!cache) n.cache_reason = advice.cache_reason;
-        else if (n.shards == 0) n.cache_reason = "reads none of the selected shards";
+        if (!cache)
+            n.cache_reason = advice.cache_reason;
+        else if (n.shards == 0)
+            n.cache_reason = "reads none of the selected shards";
         else
-            n.cache_reason = fmt::format("{} in memory and {} on local disk of the {} it reads (memory budget {}, "
-                                         "prefetch {})",
-                                         format_size(n.cache_memory_bytes), format_size(n.cache_disk_bytes),
-                                         format_size(n.bytes), format_size(budget), format_size(n.prefetch_bytes));
+            n.cache_reason = fmt::format(
+                "{} in memory and {} on local disk of the {} it reads (memory budget {}, "
+                "prefetch {})",
+                format_size(n.cache_memory_bytes), format_size(n.cache_disk_bytes), format_size(n.bytes),
+                format_size(budget), format_size(n.prefetch_bytes));
     }
     return advice;
 }

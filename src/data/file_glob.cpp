@@ -90,6 +90,8 @@ void check_glob(std::string_view pattern) {
     }
 }
 
-bool glob_match(std::string_view pattern, std::string_view path) { return match(pattern, path); }
+bool glob_match(std::string_view pattern, std::string_view path) {
+    return match(pattern, path);
+}
 
 }  // namespace cohort::detail

@@ -40,31 +40,31 @@ PrefetchChoice choose_prefetch_depth(const PrefetchInputs& in) {
             const auto need = needed_rate(in, *m);
             if (m->read_bytes_per_second && need && *m->read_bytes_per_second < *need) {
                 // Storage is slower than the steps: a deeper queue only holds memory.
-                out.reason = fmt::format("{}: data wait {:.2f} of the step (> {}), but storage reads {} and the "
-                                         "steps need {}: a deeper prefetch cannot close the gap, so the baseline "
-                                         "{} batches stays (cache the data or read faster storage)",
-                                         in.who, w, kDataWaitHigh, rate_text(*m->read_bytes_per_second),
-                                         rate_text(*need), depth);
+                out.reason = fmt::format(
+                    "{}: data wait {:.2f} of the step (> {}), but storage reads {} and the "
+                    "steps need {}: a deeper prefetch cannot close the gap, so the baseline "
+                    "{} batches stays (cache the data or read faster storage)",
+                    in.who, w, kDataWaitHigh, rate_text(*m->read_bytes_per_second), rate_text(*need), depth);
             } else if (m->prefetch_hit_rate && *m->prefetch_hit_rate >= kHitRateGood) {
-                out.reason = fmt::format("{}: data wait {:.2f} of the step (> {}), but prefetch hit rate {:.2f} "
-                                         ">= {}: batches were ready, so the wait is not in reading; the baseline "
-                                         "{} batches stays",
-                                         in.who, w, kDataWaitHigh, *m->prefetch_hit_rate, kHitRateGood, depth);
+                out.reason = fmt::format(
+                    "{}: data wait {:.2f} of the step (> {}), but prefetch hit rate {:.2f} "
+                    ">= {}: batches were ready, so the wait is not in reading; the baseline "
+                    "{} batches stays",
+                    in.who, w, kDataWaitHigh, *m->prefetch_hit_rate, kHitRateGood, depth);
             } else {
                 const double raised = std::ceil(depth / (1.0 - std::min(w, kDataWaitCap)) - 1e-9);
                 const uint32_t before = depth;
                 depth = static_cast<uint32_t>(std::min<double>(raised, kMaxPrefetchBatches));
-                out.reason = fmt::format("{}: data wait {:.2f} of the step (> {}){}: raised to ceil({} / (1 - {:.2f})) "
-                                         "= {} batches",
-                                         in.who, w, kDataWaitHigh,
-                                         m->prefetch_hit_rate
-                                             ? fmt::format(" and prefetch hit rate {:.2f} (< {})", *m->prefetch_hit_rate,
-                                                           kHitRateGood)
-                                             : std::string(" (hit rate not measured)"),
-                                         before, std::min(w, kDataWaitCap), depth);
+                out.reason = fmt::format(
+                    "{}: data wait {:.2f} of the step (> {}){}: raised to ceil({} / (1 - {:.2f})) "
+                    "= {} batches",
+                    in.who, w, kDataWaitHigh,
+                    m->prefetch_hit_rate
+                        ? fmt::format(" and prefetch hit rate {:.2f} (< {})", *m->prefetch_hit_rate, kHitRateGood)
+                        : std::string(" (hit rate not measured)"),
+                    before, std::min(w, kDataWaitCap), depth);
             }
-        } else if (w <= kDataWaitNone &&
-                   uint64_t{depth} * in.batch_bytes + in.cache_wanted > in.budget && depth > 1) {
+        } else if (w <= kDataWaitNone && uint64_t{depth} * in.batch_bytes + in.cache_wanted > in.budget && depth > 1) {
             // No wait: the memory is worth more to the cache than to read-ahead.
             uint32_t lowered = 1;
             for (uint32_t d = depth; d >= 1; --d) {
@@ -73,15 +73,15 @@ PrefetchChoice choose_prefetch_depth(const PrefetchInputs& in) {
                     break;
                 }
             }
-            out.reason = fmt::format("{}: data wait {:.2f} (<= {}) and memory is tight ({} x {} of prefetch + {} "
-                                     "to cache > {} budget): lowered from {} to {} batches",
-                                     in.who, w, kDataWaitNone, depth, format_size(in.batch_bytes),
-                                     format_size(in.cache_wanted), format_size(in.budget), depth, lowered);
+            out.reason = fmt::format(
+                "{}: data wait {:.2f} (<= {}) and memory is tight ({} x {} of prefetch + {} "
+                "to cache > {} budget): lowered from {} to {} batches",
+                in.who, w, kDataWaitNone, depth, format_size(in.batch_bytes), format_size(in.cache_wanted),
+                format_size(in.budget), depth, lowered);
             depth = lowered;
         } else {
             out.reason = fmt::format("{}: data wait {:.2f} (<= {}){}: the baseline, {} batches", in.who, w,
-                                     kDataWaitHigh,
-                                     w <= kDataWaitNone ? " and the memory suffices" : "", depth);
+                                     kDataWaitHigh, w <= kDataWaitNone ? " and the memory suffices" : "", depth);
         }
     }
     // Never past the budget, never below one batch.

@@ -11,9 +11,9 @@
 namespace cohort::detail {
 
 // The rules' thresholds, named in docs/data.md.
-inline constexpr double kDataWaitHigh = 0.05;  // above: reads hold the step up
-inline constexpr double kDataWaitNone = 0.01;  // at or below: no wait to speak of
-inline constexpr double kHitRateGood = 0.9;    // at or above: prefetched batches were ready
+inline constexpr double kDataWaitHigh = 0.05;   // above: reads hold the step up
+inline constexpr double kDataWaitNone = 0.01;   // at or below: no wait to speak of
+inline constexpr double kHitRateGood = 0.9;     // at or above: prefetched batches were ready
 inline constexpr double kDataWaitCap = 0.9375;  // the raise is at most 1 / (1 - cap) = 16 times
 inline constexpr uint32_t kMaxPrefetchBatches = 64;
 

@@ -45,7 +45,9 @@ DataAdvisorOptions base_options(CollectiveStyle style = CollectiveStyle::allredu
     return o;
 }
 
-DataAdvice advise(const DataAdvisorOptions& o, const ShardPlan& plan) { return DataAdvisor(o).advise(plan); }
+DataAdvice advise(const DataAdvisorOptions& o, const ShardPlan& plan) {
+    return DataAdvisor(o).advise(plan);
+}
 
 TEST(DataAdvisorBaseline, TwoBatchesForAllReduceFourForParameterServer) {
     const ShardPlan plan = replicated_plan();
@@ -100,8 +102,8 @@ TEST(DataAdvisorSampleSize, EstimatedFromRecordsOrGiven) {
     o.sample_bytes = 4096;
     EXPECT_EQ(advise(o, plan).batch_bytes, 4 * MiB);
 
-    const ShardPlan unknown = ShardPlan::create(
-        ShardSet::split(three_files(false), {.shard_count = 6}), flat_cluster(2));
+    const ShardPlan unknown =
+        ShardPlan::create(ShardSet::split(three_files(false), {.shard_count = 6}), flat_cluster(2));
     EXPECT_THAT(error_message(Errc::invalid_argument, [&] { advise(base_options(), unknown); }),
                 HasSubstr("sample_bytes: not given, and 'train/a.rec' has no record count"));
 }
@@ -243,8 +245,8 @@ TEST(DataAdvisorMeasured, GoodHitRateOrSlowStorageKeepsTheBaseline) {
     EXPECT_THAT(a.prefetch_reason, HasSubstr("prefetch hit rate 0.95 >= 0.9: batches were ready"));
 
     // 1 MiB per 0.1 s step needs 10 MiB/s; storage gives 2 MiB/s.
-    o.measurements.job = {.data_wait_fraction = 0.4, .prefetch_hit_rate = 0.1,
-                          .read_bytes_per_second = 2.0 * MiB, .step_time = 0.1};
+    o.measurements.job = {
+        .data_wait_fraction = 0.4, .prefetch_hit_rate = 0.1, .read_bytes_per_second = 2.0 * MiB, .step_time = 0.1};
     a = advise(o, plan);
     EXPECT_EQ(a.prefetch_batches, 2u);
     EXPECT_THAT(a.prefetch_reason, HasSubstr("storage reads 2MiB/s and the steps need 10MiB/s"));
@@ -252,8 +254,7 @@ TEST(DataAdvisorMeasured, GoodHitRateOrSlowStorageKeepsTheBaseline) {
     o.measurements.job.read_bytes_per_second = 100.0 * MiB;
     EXPECT_EQ(advise(o, plan).prefetch_batches, 4u);
     // samples_per_second stands in for step_time: 1024 samples/s of 1 KiB = 1 MiB/s.
-    o.measurements.job = {.data_wait_fraction = 0.4, .read_bytes_per_second = 100.0 * MiB,
-                          .samples_per_second = 1024};
+    o.measurements.job = {.data_wait_fraction = 0.4, .read_bytes_per_second = 100.0 * MiB, .samples_per_second = 1024};
     EXPECT_EQ(advise(o, plan).prefetch_batches, 4u);
     o.measurements.job.read_bytes_per_second = 0.5 * MiB;
     EXPECT_EQ(advise(o, plan).prefetch_batches, 2u);
@@ -345,7 +346,8 @@ TEST(DataAdvisorErrors, BadArgumentsAreNamed) {
         return error_message(Errc::invalid_argument, [&] { DataAdvisor{o}; });
     };
     EXPECT_THAT(message([](auto& o) { o.batch_size = 0; }), HasSubstr("batch_size: must be at least 1"));
-    EXPECT_THAT(message([](auto& o) { o.memory_budget_bytes = 0; }), HasSubstr("memory_budget_bytes: must be at least 1"));
+    EXPECT_THAT(message([](auto& o) { o.memory_budget_bytes = 0; }),
+                HasSubstr("memory_budget_bytes: must be at least 1"));
     EXPECT_THAT(message([](auto& o) { o.epochs = 0; }), HasSubstr("epochs: must be at least 1"));
     EXPECT_THAT(message([](auto& o) { o.locality_threshold = 0; }), HasSubstr("locality_threshold: must be in (0, 1]"));
     EXPECT_THAT(message([](auto& o) { o.measurements.job.prefetch_hit_rate = 1.5; }),
@@ -354,8 +356,7 @@ TEST(DataAdvisorErrors, BadArgumentsAreNamed) {
                 HasSubstr("measurements.job.data_wait_fraction: must be in [0, 1]"));
     EXPECT_THAT(message([](auto& o) { o.measurements.nodes["node-1"].read_bytes_per_second = -1; }),
                 HasSubstr("measurements.nodes.node-1.read_bytes_per_second: must be a finite number >= 0"));
-    EXPECT_THAT(message([](auto& o) { o.measurements.job.samples_per_second = -3; }),
-                HasSubstr("samples_per_second"));
+    EXPECT_THAT(message([](auto& o) { o.measurements.job.samples_per_second = -3; }), HasSubstr("samples_per_second"));
     EXPECT_THAT(message([](auto& o) { o.measurements.job.step_time = 0; }), HasSubstr("step_time: must be a finite"));
 
     DataAdvisorOptions o = base_options();
@@ -392,9 +393,9 @@ TEST(DataAdvisorJson, OptionsAndMeasurementsFromJson) {
     };
     EXPECT_THAT(bad(R"({"memory_budget_bytes": 1})"), HasSubstr("opts: missing field 'batch_size'"));
     EXPECT_THAT(bad(R"({"batch_size": 1})"), HasSubstr("missing field 'memory_budget_bytes'"));
-    EXPECT_THAT(bad(R"({"batch_size": 1, "memory_budget_bytes": 1, "bach": 2})"),
-                HasSubstr("unknown field 'bach'"));
-    EXPECT_THAT(bad(R"({"batch_size": -4, "memory_budget_bytes": 1})"), HasSubstr("opts: batch_size: must not be negative"));
+    EXPECT_THAT(bad(R"({"batch_size": 1, "memory_budget_bytes": 1, "bach": 2})"), HasSubstr("unknown field 'bach'"));
+    EXPECT_THAT(bad(R"({"batch_size": -4, "memory_budget_bytes": 1})"),
+                HasSubstr("opts: batch_size: must not be negative"));
     EXPECT_THAT(bad(R"({"batch_size": 1, "memory_budget_bytes": "lots"})"),
                 HasSubstr("memory_budget_bytes: expected a size such as 8GiB, got 'lots'"));
     EXPECT_THAT(bad(R"({"batch_size": 1, "memory_budget_bytes": 1, "style": "ring"})"),
@@ -408,8 +409,12 @@ TEST(DataAdvisorJson, OptionsAndMeasurementsFromJson) {
                 HasSubstr("m.json: nodes.a: unknown field 'wait'"));
 }
 
-const boost::json::value& at(const boost::json::value& v, std::string_view key) { return v.as_object().at(key); }
-int64_t number(const boost::json::value& v, std::string_view key) { return at(v, key).to_number<int64_t>(); }
+const boost::json::value& at(const boost::json::value& v, std::string_view key) {
+    return v.as_object().at(key);
+}
+int64_t number(const boost::json::value& v, std::string_view key) {
+    return at(v, key).to_number<int64_t>();
+}
 
 TEST(DataAdvisorJson, AdviceJsonIsCompleteAndDeterministic) {
     const ShardPlan plan = replicated_plan();

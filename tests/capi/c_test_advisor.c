@@ -94,7 +94,7 @@ static void test_advice(cohort_shard_plan* plan) {
     CHECK_HAS(json, "\"high_locality\":{\"nodes\":[\"w1\"]");
     CHECK_HAS(json, "\"shard\":0,\"bytes\":2097152,\"preferred_node\":\"w1\",\"locality\":1");
     CHECK_HAS(json, "\"shard\":1,\"bytes\":2097152,\"preferred_node\":\"w1\"");
-    CHECK_LACKS(json, "\"shard\":2,");  /* eval/b.rec is not selected */
+    CHECK_LACKS(json, "\"shard\":2,"); /* eval/b.rec is not selected */
     CHECK_HAS(json, "\"cache\":{\"enabled\":false");
     cohort_free(json);
 
@@ -148,17 +148,17 @@ static void test_errors(cohort_shard_plan* plan) {
                                        "{\"read_bytes_per_second\": -5}}}",
                                        &json, NULL),
               COHORT_ERR_INVALID_ARGUMENT, "read_bytes_per_second: must be a finite number >= 0");
-    CHECK_ERR(cohort_shard_plan_advise(plan, "{\"batch_size\": 8, \"memory_budget_bytes\": 1, \"patterns\": [\"nope/*\"]}",
-                                       &json, NULL),
+    CHECK_ERR(cohort_shard_plan_advise(
+                  plan, "{\"batch_size\": 8, \"memory_budget_bytes\": 1, \"patterns\": [\"nope/*\"]}", &json, NULL),
               COHORT_ERR_NOT_FOUND, "file pattern 'nope/*' matches none of the dataset's 2 files");
     CHECK_ERR(cohort_shard_plan_advise(plan,
                                        "{\"batch_size\": 8, \"memory_budget_bytes\": 1, \"measurements\": "
                                        "{\"nodes\": {\"w9\": {\"data_wait_fraction\": 0.1}}}}",
                                        &json, NULL),
               COHORT_ERR_NOT_FOUND, "measurements for node 'w9'");
-    CHECK_ERR(cohort_shard_plan_advise(plan, "{\"batch_size\": 8, \"memory_budget_bytes\": 1, \"colour\": 1}", &json,
-                                       NULL),
-              COHORT_ERR_INVALID_ARGUMENT, "unknown field 'colour'");
+    CHECK_ERR(
+        cohort_shard_plan_advise(plan, "{\"batch_size\": 8, \"memory_budget_bytes\": 1, \"colour\": 1}", &json, NULL),
+        COHORT_ERR_INVALID_ARGUMENT, "unknown field 'colour'");
     CHECK_ERR(cohort_shard_plan_advise(plan, "not json", &json, NULL), COHORT_ERR_INVALID_ARGUMENT, "not JSON");
     CHECK_ERR(cohort_shard_plan_advise(NULL, "{}", &json, NULL), COHORT_ERR_INVALID_ARGUMENT, "plan must not be NULL");
     CHECK_ERR(cohort_shard_plan_advise(plan, NULL, &json, NULL), COHORT_ERR_INVALID_ARGUMENT,
