@@ -124,7 +124,8 @@ private:
     void summary();
     cohort::ClusterView cluster() const;
 
-    Options o_;
+    Options o_;  // o_.job: the coordinator job of this launcher's role
+    std::string base_job_;  // --job, which the workers get in COHORT_JOB with their COHORT_ROLE
     EventLog log_;
     StatusBar status_;
     StepRate step_rate_;

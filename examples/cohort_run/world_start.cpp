@@ -9,6 +9,7 @@
 #include "signals.hpp"
 
 #include <cohort/error.hpp>
+#include <cohort/node.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -64,6 +65,10 @@ void Launcher::join_slots() {
         cohort::MemberDescriptor d;
         d.id = s.worker;
         d.host = host_of(s);
+        // A role the coordinator knows is the member's descriptor role too,
+        // as Membership gives it (an evaluator shows as one).
+        if (const auto known = cohort::parse_role(o_.role); known && *known != cohort::Role::worker)
+            d.role = std::string(cohort::to_string(*known));
         client_->join(o_.job, d);
         s.rank.reset();
         s.world_size.reset();

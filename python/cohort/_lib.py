@@ -378,6 +378,11 @@ PROTOTYPES = {
     "cohort_membership_next_shard": (_STATUS, [membership_p, _owned_out, _P(c_size_t)]),
     "cohort_membership_shard_done": (_STATUS, [membership_p, c_uint64, _P(c_int32)]),
     "cohort_membership_leave": (_STATUS, [membership_p]),
+    # role groups
+    "cohort_role_job": (_STATUS, [c_char_p, c_char_p, _owned_out, _P(c_size_t)]),
+    "cohort_membership_create_in_role": (_STATUS, [c_char_p, c_char_p, c_char_p, c_char_p, c_char_p,
+                                                   _P(membership_p)]),
+    "cohort_membership_role": (_STATUS, [membership_p, _cstr_out]),
 }
 
 _lock = threading.Lock()
