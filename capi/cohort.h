@@ -1308,8 +1308,8 @@ COHORT_API int cohort_role_job(const char* job, const char* role, char** out, si
  * default role): it joins cohort_role_job(job, role), and a role the
  * coordinator knows (chief, evaluator, parameter_server, ps) is its
  * descriptor's role. Pairs with cohort_membership_destroy. */
-COHORT_API int cohort_membership_create_in_role(const char* coordinator, const char* job, const char* role,
-                                                const char* member, const char* host, cohort_membership** out);
+COHORT_API int cohort_membership_from_role(const char* coordinator, const char* job, const char* role,
+                                           const char* member, const char* host, cohort_membership** out);
 /* The member's role ("default" when none was given); borrowed from the
  * handle. cohort_membership_job gives the role's job. */
 COHORT_API int cohort_membership_role(const cohort_membership* membership, const char** role);

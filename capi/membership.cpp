@@ -44,8 +44,8 @@ int cohort_membership_create(const char* coordinator, const char* job, const cha
     });
 }
 
-int cohort_membership_create_in_role(const char* coordinator, const char* job, const char* role, const char* member,
-                                     const char* host, cohort_membership** out) {
+int cohort_membership_from_role(const char* coordinator, const char* job, const char* role, const char* member,
+                                const char* host, cohort_membership** out) {
     return guard(__func__, [&](const char* fn) {
         require(coordinator, fn, "coordinator");
         require(job, fn, "job");

@@ -380,8 +380,8 @@ PROTOTYPES = {
     "cohort_membership_leave": (_STATUS, [membership_p]),
     # role groups
     "cohort_role_job": (_STATUS, [c_char_p, c_char_p, _owned_out, _P(c_size_t)]),
-    "cohort_membership_create_in_role": (_STATUS, [c_char_p, c_char_p, c_char_p, c_char_p, c_char_p,
-                                                   _P(membership_p)]),
+    "cohort_membership_from_role": (_STATUS, [c_char_p, c_char_p, c_char_p, c_char_p, c_char_p,
+                                              _P(membership_p)]),
     "cohort_membership_role": (_STATUS, [membership_p, _cstr_out]),
 }
 

@@ -70,7 +70,7 @@ class Membership(_util.Handle):
     def __init__(self, coordinator, job, member=None, host=None, *, role=None, _ptr=None):
         lib = _lib.load()
         if _ptr is None:
-            _ptr = _util.create(lib.cohort_membership_create_in_role, _lib.membership_p,
+            _ptr = _util.create(lib.cohort_membership_from_role, _lib.membership_p,
                                 _util.text("coordinator", coordinator), _util.text("job", job),
                                 _util.text("role", role, True), _util.text("member", member, True),
                                 _util.text("host", host, True))

@@ -40,7 +40,7 @@ TEST(RoleJob, TheDefaultRoleIsTheJobAndEveryOtherAJobOfItsOwn) {
 }
 
 TEST(RoleJob, BadRoleNamesAreRefusedByName) {
-    for (const std::string bad : {"a.b", "sp ace", "x/y", std::string(65, 'r'), std::string("t\xc3\xa9")}) {
+    for (const std::string& bad : std::vector<std::string>{"a.b", "sp ace", "x/y", std::string(65, 'r'), "t\xc3\xa9"}) {
         const std::string e = error_message(Errc::invalid_argument, [&] { role_job("train", bad); });
         EXPECT_THAT(e, HasSubstr("role: '" + bad + "' is not a role name")) << e;
         EXPECT_THAT(e, HasSubstr("letters, digits, '_' or '-'"));

@@ -309,11 +309,11 @@ static void test_membership_roles(void) {
     CHECK_OK(cohort_coordinator_client_ensure_job(admin, "rjob", one));
     CHECK_OK(cohort_coordinator_client_ensure_job(admin, "rjob.evaluator", one));
 
-    CHECK_ERR(cohort_membership_create_in_role(url, "rjob", "a b", "w", NULL, &worker), COHORT_ERR_INVALID_ARGUMENT,
+    CHECK_ERR(cohort_membership_from_role(url, "rjob", "a b", "w", NULL, &worker), COHORT_ERR_INVALID_ARGUMENT,
               "'a b' is not a role name");
     CHECK(worker == NULL);
-    CHECK_OK(cohort_membership_create_in_role(url, "rjob", NULL, "w", "host-w", &worker));
-    CHECK_OK(cohort_membership_create_in_role(url, "rjob", "evaluator", "e", "host-e", &evaluator));
+    CHECK_OK(cohort_membership_from_role(url, "rjob", NULL, "w", "host-w", &worker));
+    CHECK_OK(cohort_membership_from_role(url, "rjob", "evaluator", "e", "host-e", &evaluator));
     CHECK_OK(cohort_membership_role(worker, &text_in));
     CHECK_HAS(text_in, "default");
     CHECK_OK(cohort_membership_job(evaluator, &text_in));
