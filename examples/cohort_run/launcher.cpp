@@ -250,6 +250,7 @@ cohort::WorkerSpec Launcher::spec_for(Slot& slot, bool joined) {
         env["ROLE_RANK"] = env["RANK"];
         env["ROLE_WORLD_SIZE"] = env["WORLD_SIZE"];
         env["GROUP_RANK"] = std::to_string(slot.node_rank.value_or(0));
+        if (group_world_size_ > 0) env["GROUP_WORLD_SIZE"] = std::to_string(group_world_size_);
     }
     slot.running = true;
     slot.finished = false;

@@ -146,6 +146,7 @@ private:
     std::string advertised_;               // MASTER_ADDR when rank 0 is here, in a job of several launchers
     std::optional<MasterAddress> master_;  // this world's, from the store
     RunningWorld world_;                   // the world the workers were started in
+    uint32_t group_world_size_ = 0;        // the hosts of that world (GROUP_WORLD_SIZE)
     int group_restarts_ = 0;
     std::string gave_up_;
     std::string checkpoint_dir_;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -157,9 +158,12 @@ Launcher::Round Launcher::await_round(uint64_t after, double deadline) {
         s.generation = w.generation;
         if (members.empty()) {
             members.resize(w.world_size);
+            std::set<std::string> hosts;  // GROUP_WORLD_SIZE: the hosts of the world, as GROUP_RANK counts them
             for (const cohort::WorldPeer& p : w.peers) {
                 if (p.rank < members.size()) members[p.rank] = p.id;
+                hosts.insert(p.host);
             }
+            group_world_size_ = static_cast<uint32_t>(hosts.size());
         }
     }
     if (!formed) return Round::not_formed;

@@ -77,6 +77,10 @@ JobSettings job_of(uint32_t nodes) {
     return s;
 }
 
+std::string fmt_id(int i) {
+    return "m" + std::to_string(i);
+}
+
 MembershipOptions in_role(const std::string& url, const std::string& role, const std::string& id) {
     MembershipOptions o;
     o.coordinator = url;
@@ -155,6 +159,40 @@ TEST(MembershipRole, EachRoleIsAWorldOfItsOwnAndAnEvaluatorsFailureLeavesTheWork
     EXPECT_FALSE(workers[1].round_pending());
     EXPECT_EQ(workers[0].client().world("train", "n0", false).generation, workers_generation);
     EXPECT_EQ(workers[1].next_world(1s).generation, workers_generation);
+}
+
+// Each role's world is ranked by the topology among its own members: the
+// ranks of one host are contiguous, local ranks count that host's members
+// of the role only.
+TEST(MembershipRole, RanksAreTopologyAwareWithinEachRole) {
+    Coordinator server(server_options());
+    CoordinatorClient admin(server.url(), client_options());
+    admin.create_job("train", job_of(4));
+    admin.create_job("train.evaluator", job_of(4));
+    std::vector<Membership> members;
+    for (int i = 0; i < 8; ++i) {
+        MembershipOptions o = in_role(server.url(), i < 4 ? "worker" : "evaluator", fmt_id(i));
+        o.node.host = (i % 2 == 0) ? "host-a" : "host-b";  // each role's members alternate between two hosts
+        members.emplace_back(std::move(o));
+    }
+    std::vector<MemberWorld> worlds(8);
+    expect_ok(spawn(8, [&](int i, int) {
+        worlds[static_cast<std::size_t>(i)] = members[static_cast<std::size_t>(i)].next_world(20s);
+    }));
+    for (int role = 0; role < 2; ++role) {
+        std::vector<std::string> host_by_rank(4);
+        for (int i = role * 4; i < role * 4 + 4; ++i) {
+            const MemberWorld& w = worlds[static_cast<std::size_t>(i)];
+            ASSERT_EQ(w.world_size, 4u);
+            EXPECT_EQ(w.local_world_size, 2u);
+            EXPECT_EQ(w.local_rank, w.rank % 2) << "member " << i;
+            EXPECT_EQ(w.node_rank, w.rank / 2) << "member " << i;
+            host_by_rank[w.rank] = (i % 2 == 0) ? "host-a" : "host-b";
+        }
+        EXPECT_EQ(host_by_rank[0], host_by_rank[1]) << "role " << role;
+        EXPECT_EQ(host_by_rank[2], host_by_rank[3]) << "role " << role;
+        EXPECT_NE(host_by_rank[1], host_by_rank[2]) << "role " << role;
+    }
 }
 
 TEST(MembershipRole, ABadRoleIsRefusedWhenTheMembershipIsMade) {

@@ -204,6 +204,7 @@ def case_standalone(tools, workdir):
         else:
             check(x["WORLD_SIZE"] == "2" and x["LOCAL_WORLD_SIZE"] == "2", f"{member}: {x}")
         check(x["COHORT_CHECKPOINT_DIR"].endswith("/" + role), f"{member}: {x['COHORT_CHECKPOINT_DIR']}")
+        check((x["GROUP_RANK"], x["GROUP_WORLD_SIZE"]) == ("0", "1"), f"{member}: one host: {x}")
     check({envs[("h1-0", "0")]["RANK"], envs[("h1-1", "0")]["RANK"]} == {"0", "1"}, f"worker ranks: {envs}")
     check(envs[("h1-0", "0")]["MASTER_PORT"] != envs[("h1-evaluator-0", "0")]["MASTER_PORT"],
           f"the roles share MASTER_PORT: {envs}")
