@@ -100,6 +100,8 @@ options:
                               (split as a shell would, no expansions) or
                               the program after --; e.g. --role worker:4
                               --role 'evaluator:1:python3 eval.py'
+      --role-group-child      set by a group of roles for each role's cohort-run:
+                              it appends to --events and draws no status row
       --progress S            a progress line every S seconds (default 2; 0: none)
       --scheduler KIND        where the workers run (docs/schedulers.md):
                               local (default), processes on this machine;

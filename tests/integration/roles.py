@@ -23,6 +23,11 @@ each worker wrote. Cases:
   torch_env    2 workers and 2 evaluators forming torch process groups
                with init_method="env://": each role a gloo world of 2 of
                its own (rank, size and all-reduce checked per role)
+  restart_all  the same under --restart all with 2 evaluators, one
+               SIGKILLed: the evaluators' group restarts (a `restarting`
+               event of role evaluator, new ids NODE-evaluator-R.1 in a new
+               generation), the workers' does not (no `restarting`, one
+               round, every step in generation 1); exit 0
   role_fails   an evaluator that always exits 3 (--max-restarts 0) fails
                the group: the worker's launcher is stopped, exit 1, the
                `done` event names the role
@@ -212,6 +217,32 @@ def case_standalone(tools, workdir):
           f"evaluator killed, relaunched into generations {sorted(gens)} of its own", flush=True)
 
 
+def case_restart_all(tools, workdir):
+    launcher = runs.Launcher(tools, workdir, "all",
+                             [*JOB_FLAGS, "--restart", "all", "--role", "worker:2", "--role", "evaluator:2",
+                              "--kill-worker", "evaluator:1@1.5"],
+                             worker(workdir, steps=60))
+    status = launcher.wait(120)
+    check_group_done(launcher, status, 0)
+    describe = launcher.describe()
+    check(len(of_role(launcher, "restarting", "evaluator")) == 1 and not of_role(launcher, "restarting", "worker"),
+          f"restarting events: {launcher.of('restarting')}{describe}")
+    rounds = of_role(launcher, "round_formed", "worker")
+    check([r["generation"] for r in rounds] == [1], f"the workers' rounds: {rounds}{describe}")
+    done = records(workdir)
+    for member in ("h1-0", "h1-1"):
+        steps = done[member][0]["steps"]
+        check(len(steps) == 60 and all(s["generation"] == 1 and s["sum"] == 3 for s in steps),
+              f"{member}: steps outside generation 1: {[s for s in steps if s['generation'] != 1][:3]}{describe}")
+    for member in ("h1-evaluator-0.1", "h1-evaluator-1.1"):
+        check(member in done, f"{member} did not finish: {sorted(done)}{describe}")
+        gens = {s["generation"] for s in done[member][0]["steps"]}
+        check(min(gens) > 1 and all(s["sum"] == 3 for s in done[member][0]["steps"]),
+              f"{member}: generations {gens}{describe}")
+    print("restart_all: the evaluators restarted as a group into a new generation; the workers stayed in 1",
+          flush=True)
+
+
 def case_coordinator(tools, workdir):
     url = start_coordinator(tools, workdir)
     launcher = runs.Launcher(tools, workdir, "remote",
@@ -307,7 +338,7 @@ def case_bad_flags(tools, workdir):
     print(f"bad_flags: {len(bad)} bad specs -> exit 2 naming them", flush=True)
 
 
-CASES = {"standalone": case_standalone, "coordinator": case_coordinator, "torch_env": case_torch_env,
+CASES = {"standalone": case_standalone, "restart_all": case_restart_all, "coordinator": case_coordinator, "torch_env": case_torch_env,
          "role_fails": case_role_fails, "sigterm": case_sigterm, "single_role": case_single_role,
          "bad_flags": case_bad_flags}
 
