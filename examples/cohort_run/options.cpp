@@ -190,25 +190,24 @@ void check_roles(Options& o, bool nproc_given) {
         if (r.nproc > 0) {
             if (nproc_given && r.nproc != o.nproc_per_node) {
                 throw Error(Errc::invalid_argument,
-                            fmt::format("--role {}:{} and --nproc-per-node {} disagree; give the count once",
-                                        r.name, r.nproc, o.nproc_per_node));
+                            fmt::format("--role {}:{} and --nproc-per-node {} disagree; give the count once", r.name,
+                                        r.nproc, o.nproc_per_node));
             }
             o.nproc_per_node = r.nproc;
         }
         if (!r.command.empty()) {
             if (!o.program.empty()) {
-                throw Error(Errc::invalid_argument,
-                            fmt::format("--role {}: a command and a program after '--': give the program once",
-                                        r.name));
+                throw Error(
+                    Errc::invalid_argument,
+                    fmt::format("--role {}: a command and a program after '--': give the program once", r.name));
             }
             o.program = r.command;
         }
         o.roles.clear();
     }
     if (!o.kill_role.empty() && o.roles.empty() && o.kill_role != cohort::role_name(o.role)) {
-        throw Error(Errc::invalid_argument,
-                    fmt::format("--kill-worker {}:...: this launcher's role is '{}'", o.kill_role,
-                                cohort::role_name(o.role)));
+        throw Error(Errc::invalid_argument, fmt::format("--kill-worker {}:...: this launcher's role is '{}'",
+                                                        o.kill_role, cohort::role_name(o.role)));
     }
     if (o.roles.empty()) return;
     if (o.role_group_child)
@@ -240,8 +239,8 @@ void check_roles(Options& o, bool nproc_given) {
         }
     }
     if (o.kill_rank) {
-        const auto it = std::find_if(o.roles.begin(), o.roles.end(),
-                                     [&](const RoleSpec& r) { return r.name == o.kill_role; });
+        const auto it =
+            std::find_if(o.roles.begin(), o.roles.end(), [&](const RoleSpec& r) { return r.name == o.kill_role; });
         if (o.kill_role.empty() || it == o.roles.end()) {
             throw Error(Errc::invalid_argument,
                         fmt::format("--kill-worker: with several roles say which: ROLE:LOCAL_RANK@SECONDS, ROLE one "

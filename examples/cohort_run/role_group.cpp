@@ -38,7 +38,8 @@ std::string self_path() {
 
 std::string status_text(int status) {
     if (WIFEXITED(status)) return fmt::format("exit {}", WEXITSTATUS(status));
-    if (WIFSIGNALED(status)) return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    if (WIFSIGNALED(status))
+        return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
     return fmt::format("status {}", status);
 }
 
@@ -53,8 +54,8 @@ int exit_code(int status) {
 
 std::vector<std::string> role_launcher_argv(const Options& o, const RoleSpec& role, const std::string& self,
                                             const std::string& coordinator, const std::string& checkpoint_dir) {
-    std::vector<std::string> argv = {self, "--coordinator", coordinator, "--role", role.name, "--nproc-per-node",
-                                     std::to_string(role.nproc)};
+    std::vector<std::string> argv = {
+        self, "--coordinator", coordinator, "--role", role.name, "--nproc-per-node", std::to_string(role.nproc)};
     // A role smaller than --min-workers could never form its world.
     const int most = role.nproc * o.nnodes_max;
     argv.insert(argv.end(), {"--min-workers", std::to_string(std::min(o.min_workers, most))});
@@ -70,8 +71,7 @@ std::vector<std::string> role_launcher_argv(const Options& o, const RoleSpec& ro
     return argv;
 }
 
-RoleGroup::RoleGroup(Options options)
-    : o_(std::move(options)), log_(o_.events_file, o_.quiet, {}, EventsFile::group) {
+RoleGroup::RoleGroup(Options options) : o_(std::move(options)), log_(o_.events_file, o_.quiet, {}, EventsFile::group) {
     for (const RoleSpec& r : o_.roles) children_.push_back(Child{r, cohort::role_job(o_.job, r.name)});
 }
 
@@ -133,8 +133,9 @@ void RoleGroup::start(Child& child, const std::string& self) {
     argv.push_back(nullptr);
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
-    if (pid < 0) throw Error(Errc::io, fmt::format("cannot start role {}'s launcher: fork: {}", child.role.name,
-                                                    std::strerror(errno)));
+    if (pid < 0)
+        throw Error(Errc::io,
+                    fmt::format("cannot start role {}'s launcher: fork: {}", child.role.name, std::strerror(errno)));
     if (pid == 0) {
         // Between fork and exec only async-signal-safe calls: the
         // coordinator's threads run in the parent. A group of its own, so
@@ -231,8 +232,8 @@ int RoleGroup::run() {
     }
     if (stop_signal_ != 0) return finish(128 + stop_signal_, fmt::format("stopped by {}", strsignal(stop_signal_)));
     if (!failed_.empty()) {
-        return finish(failed_status_, fmt::format("role {} failed (exit {}); the other roles were stopped", failed_,
-                                                  failed_status_));
+        return finish(failed_status_,
+                      fmt::format("role {} failed (exit {}); the other roles were stopped", failed_, failed_status_));
     }
     return finish(0, "every role finished");
 }

@@ -66,8 +66,7 @@ RoleSpec parse_role_spec(std::string_view text) {
     try {
         cohort::check_role_name(spec.name, where);
     } catch (const Error& e) {
-        throw Error(Errc::invalid_argument,
-                    fmt::format("{} (say NAME, NAME:NPROC or NAME:NPROC:COMMAND)", e.what()));
+        throw Error(Errc::invalid_argument, fmt::format("{} (say NAME, NAME:NPROC or NAME:NPROC:COMMAND)", e.what()));
     }
     if (colon == std::string_view::npos) return spec;
     const std::string_view rest = text.substr(colon + 1);

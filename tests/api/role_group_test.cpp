@@ -133,8 +133,7 @@ TEST(MembershipRole, EachRoleIsAWorldOfItsOwnAndAnEvaluatorsFailureLeavesTheWork
     // Each world's collectives on its own store: the workers sum over 2,
     // the evaluator over itself alone.
     expect_ok(spawn(3, [&](int i, int) {
-        Communicator comm =
-            i < 2 ? workers[static_cast<std::size_t>(i)].communicator() : evaluator->communicator();
+        Communicator comm = i < 2 ? workers[static_cast<std::size_t>(i)].communicator() : evaluator->communicator();
         std::vector<int32_t> data = {comm.rank() + 1};
         comm.allreduce(std::span<int32_t>(data));
         const int32_t expected = i < 2 ? 3 : 1;
@@ -196,9 +195,8 @@ TEST(MembershipRole, RanksAreTopologyAwareWithinEachRole) {
 }
 
 TEST(MembershipRole, ABadRoleIsRefusedWhenTheMembershipIsMade) {
-    const std::string e = error_message(Errc::invalid_argument, [] {
-        Membership m(in_role("http://127.0.0.1:9", "eval.uator", "x"));
-    });
+    const std::string e =
+        error_message(Errc::invalid_argument, [] { Membership m(in_role("http://127.0.0.1:9", "eval.uator", "x")); });
     EXPECT_THAT(e, HasSubstr("Membership: role: 'eval.uator' is not a role name"));
 }
 

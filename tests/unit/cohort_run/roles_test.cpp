@@ -39,7 +39,9 @@ std::string error_of(Strings args, Strings program = {"/bin/true"}) {
     return "(no error)";
 }
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool has(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
 
 TEST(CohortRunRoles, NoRoleIsTheDefault) {
     const auto o = parse({"--standalone"});
@@ -63,9 +65,10 @@ TEST(CohortRunRoles, OneRoleNamesThisLaunchersWorkers) {
 }
 
 TEST(CohortRunRoles, SeveralRolesMakeAGroup) {
-    const auto o = parse({"--standalone", "--job", "j", "--role", "worker:2", "--role", "evaluator:1:sh -c 'echo $ROLE_NAME'",
-                          "--max-restarts", "5", "-q", "--kill-worker", "evaluator:0@1.5", "--events=ev.jsonl"},
-                         {"python3", "train.py"});
+    const auto o =
+        parse({"--standalone", "--job", "j", "--role", "worker:2", "--role", "evaluator:1:sh -c 'echo $ROLE_NAME'",
+               "--max-restarts", "5", "-q", "--kill-worker", "evaluator:0@1.5", "--events=ev.jsonl"},
+              {"python3", "train.py"});
     ASSERT_TRUE(o);
     ASSERT_EQ(o->roles.size(), 2u);
     EXPECT_EQ(o->roles[0].name, "worker");
@@ -77,11 +80,30 @@ TEST(CohortRunRoles, SeveralRolesMakeAGroup) {
     // counts, the kill, nor the roles.
     EXPECT_EQ(o->forward, (Strings{"--job", "j", "--max-restarts", "5", "-q", "--events", "ev.jsonl"}));
 
-    const Strings worker = cohort_run::role_launcher_argv(*o, o->roles[0], "/bin/cohort-run", "http://127.0.0.1:5", "/tmp/c");
-    EXPECT_EQ(worker, (Strings{"/bin/cohort-run", "--coordinator", "http://127.0.0.1:5", "--role", "worker",
-                               "--nproc-per-node", "2", "--min-workers", "1", "--checkpoint-dir", "/tmp/c/worker",
-                               "--role-group-child", "--job", "j", "--max-restarts", "5", "-q", "--events",
-                               "ev.jsonl", "--", "python3", "train.py"}));
+    const Strings worker =
+        cohort_run::role_launcher_argv(*o, o->roles[0], "/bin/cohort-run", "http://127.0.0.1:5", "/tmp/c");
+    EXPECT_EQ(worker, (Strings{"/bin/cohort-run",
+                               "--coordinator",
+                               "http://127.0.0.1:5",
+                               "--role",
+                               "worker",
+                               "--nproc-per-node",
+                               "2",
+                               "--min-workers",
+                               "1",
+                               "--checkpoint-dir",
+                               "/tmp/c/worker",
+                               "--role-group-child",
+                               "--job",
+                               "j",
+                               "--max-restarts",
+                               "5",
+                               "-q",
+                               "--events",
+                               "ev.jsonl",
+                               "--",
+                               "python3",
+                               "train.py"}));
     const Strings evaluator = cohort_run::role_launcher_argv(*o, o->roles[1], "/bin/cohort-run", "u", "");
     EXPECT_EQ(evaluator.back(), "echo $ROLE_NAME");
     EXPECT_NE(std::find(evaluator.begin(), evaluator.end(), "0@1.5"), evaluator.end());
@@ -90,8 +112,8 @@ TEST(CohortRunRoles, SeveralRolesMakeAGroup) {
 }
 
 TEST(CohortRunRoles, EachRolesMinimumIsAtMostWhatItCanHave) {
-    const auto o = parse({"--coordinator", "c:1", "--nnodes", "2", "--min-workers", "6", "--role", "worker:4",
-                          "--role", "evaluator:1"});
+    const auto o = parse(
+        {"--coordinator", "c:1", "--nnodes", "2", "--min-workers", "6", "--role", "worker:4", "--role", "evaluator:1"});
     ASSERT_TRUE(o);
     const auto min_of = [&](const cohort_run::RoleSpec& r) {
         const Strings a = cohort_run::role_launcher_argv(*o, r, "x", "c:1", "");
@@ -115,16 +137,15 @@ TEST(CohortRunRoles, BadSpecsAreNamed) {
                     "--role default and --role worker are both the default role"));
     EXPECT_TRUE(has(error_of({"--standalone", "--nproc-per-node", "2", "--role", "w:2", "--role", "e:1"}),
                     "--nproc-per-node: with several --role"));
-    EXPECT_TRUE(has(error_of({"--standalone", "--role", "w:2", "--role", "e:1"}, {}),
-                    "--role w:2: no program for it"));
+    EXPECT_TRUE(has(error_of({"--standalone", "--role", "w:2", "--role", "e:1"}, {}), "--role w:2: no program for it"));
     EXPECT_TRUE(has(error_of({"--standalone", "--role", "w:2", "--role", "e:1", "--kill-worker", "0@1"}),
                     "--kill-worker: with several roles say which"));
-    EXPECT_TRUE(has(error_of({"--standalone", "--role", "w:2", "--role", "e:1", "--kill-worker", "x:0@1"}),
-                    "('x' is none)"));
+    EXPECT_TRUE(
+        has(error_of({"--standalone", "--role", "w:2", "--role", "e:1", "--kill-worker", "x:0@1"}), "('x' is none)"));
     EXPECT_TRUE(has(error_of({"--standalone", "--role", "w:2", "--role", "e:1", "--kill-worker", "e:1@1"}),
                     "local rank 1 but role e has only 1 workers"));
-    EXPECT_TRUE(has(error_of({"--standalone", "--role", "e", "--kill-worker", "w:0@1"}),
-                    "this launcher's role is 'e'"));
+    EXPECT_TRUE(
+        has(error_of({"--standalone", "--role", "e", "--kill-worker", "w:0@1"}), "this launcher's role is 'e'"));
     EXPECT_TRUE(has(error_of({"--standalone", "--role", "e:2", "--nproc-per-node", "3"}), "disagree"));
     EXPECT_TRUE(has(error_of({"--standalone", "--role", "e:2:true"}), "a command and a program after '--'"));
     EXPECT_TRUE(has(error_of({"--standalone", "--role", "w:2", "--role", "e:1", "--role-group-child"}),
