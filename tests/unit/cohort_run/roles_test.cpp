@@ -152,6 +152,14 @@ TEST(CohortRunRoles, BadSpecsAreNamed) {
                     "--role-group-child: one --role only"));
 }
 
+TEST(CohortRunRoles, AGroupUnderSlurmNeedsARunningCoordinator) {
+    EXPECT_TRUE(has(error_of({"--standalone", "--scheduler", "slurm", "--role", "w:2", "--role", "e:1"}),
+                    "needs a coordinator every node reaches"));
+    const auto o = parse({"--coordinator", "c:1", "--scheduler", "slurm", "--role", "w:2", "--role", "e:1"});
+    ASSERT_TRUE(o);
+    EXPECT_EQ(o->forward, (Strings{"--scheduler", "slurm"}));
+}
+
 TEST(CohortRunRoles, CommandsSplitAsAShellWould) {
     using cohort_run::split_command;
     EXPECT_EQ(split_command("  a  b\tc ", "x"), (Strings{"a", "b", "c"}));
