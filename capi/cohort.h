@@ -1219,7 +1219,8 @@ typedef struct cohort_membership cohort_membership;
  * cohort_membership_destroy. */
 COHORT_API int cohort_membership_create(const char* coordinator, const char* job, const char* member,
                                         const char* host, cohort_membership** out);
-/* The same from $COHORT_COORDINATOR, $COHORT_JOB, $COHORT_MEMBER, $COHORT_HOST,
+/* The same from $COHORT_COORDINATOR, $COHORT_JOB, $COHORT_ROLE (role
+ * groups, below), $COHORT_MEMBER, $COHORT_HOST,
  * $COHORT_COORDINATOR_TOKEN and $COHORT_GENERATION (set by a launcher that
  * joined this member already: it is not joined again). INVALID_ARGUMENT
  * naming the variable when one is missing or malformed. Pairs with
@@ -1526,6 +1527,31 @@ COHORT_API int cohort_transfer_scheduler_stats(const cohort_transfer_scheduler* 
  * measurements for a node that is not a member of the plan. */
 COHORT_API int cohort_shard_plan_advise(const cohort_shard_plan* plan, const char* options_json, char** advice_json,
                                         size_t* length);
+
+/* ------------------------------------------------------------ role groups */
+
+/* A job whose processes play several roles (workers plus evaluators or
+ * parameter servers): each role is a world of its own, the coordinator job
+ * JOB.ROLE, so that one role's rounds never touch another's; the default
+ * role ("default" or "worker", or NULL or "") is JOB itself
+ * (docs/elastic.md, "Role groups"). cohort_membership_from_env reads the
+ * role from $COHORT_ROLE. */
+
+/* The coordinator job of `role` in `job` into *out (free with
+ * cohort_free), its length into *length (may be NULL): `job` for the
+ * default role, else "job.role".
+ * INVALID_ARGUMENT naming the role unless it is 1 to 64 letters, digits,
+ * '_' or '-'. */
+COHORT_API int cohort_role_job(const char* job, const char* role, char** out, size_t* length);
+/* cohort_membership_create for a member of `role` (NULL or "": the
+ * default role): it joins cohort_role_job(job, role), and a role the
+ * coordinator knows (chief, evaluator, parameter_server, ps) is its
+ * descriptor's role. Pairs with cohort_membership_destroy. */
+COHORT_API int cohort_membership_from_role(const char* coordinator, const char* job, const char* role,
+                                           const char* member, const char* host, cohort_membership** out);
+/* The member's role ("default" when none was given); borrowed from the
+ * handle. cohort_membership_job gives the role's job. */
+COHORT_API int cohort_membership_role(const cohort_membership* membership, const char** role);
 
 #ifdef __cplusplus
 } /* extern "C" */

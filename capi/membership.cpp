@@ -3,6 +3,7 @@
 #include "handles.hpp"
 
 #include <cohort/membership.hpp>
+#include <cohort/role_group.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -40,6 +41,38 @@ int cohort_membership_create(const char* coordinator, const char* job, const cha
         options.node.id = text_or_empty(member);
         options.node.host = text_or_empty(host);
         *out = new cohort_membership{cohort::Membership(std::move(options))};
+    });
+}
+
+int cohort_membership_from_role(const char* coordinator, const char* job, const char* role, const char* member,
+                                const char* host, cohort_membership** out) {
+    return guard(__func__, [&](const char* fn) {
+        require(coordinator, fn, "coordinator");
+        require(job, fn, "job");
+        require(out, fn, "out");
+        cohort::MembershipOptions options;
+        options.coordinator = coordinator;
+        options.job = job;
+        options.role = text_or_empty(role);
+        options.node.id = text_or_empty(member);
+        options.node.host = text_or_empty(host);
+        *out = new cohort_membership{cohort::Membership(std::move(options))};
+    });
+}
+
+int cohort_membership_role(const cohort_membership* membership, const char** role) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        require(role, fn, "role");
+        *role = membership->impl.role().c_str();
+    });
+}
+
+int cohort_role_job(const char* job, const char* role, char** out, size_t* length) {
+    return guard(__func__, [&](const char* fn) {
+        require(job, fn, "job");
+        require(out, fn, "out");
+        give_text(cohort::role_job(job, text_or_empty(role)), out, length);
     });
 }
 

@@ -12,10 +12,18 @@
 
 namespace cohort_run {
 
+// Who writes the events file: this launcher alone; a group of roles'
+// launcher, which empties it for its roles' launchers to append to; or one
+// of those. A shared file takes each line in one write at its end.
+enum class EventsFile { own, group, role };
+
 class EventLog {
 public:
     // Throws cohort::Error(io) when the events file cannot be opened.
-    EventLog(const std::string& events_file, bool quiet);
+    // `role` (a group's role, or a launcher's role other than the
+    // default): "cohort-run[ROLE]" on each line, "role" in each event.
+    EventLog(const std::string& events_file, bool quiet, std::string role = {},
+             EventsFile sharing = EventsFile::own);
     ~EventLog();
     EventLog(const EventLog&) = delete;
     EventLog& operator=(const EventLog&) = delete;
@@ -35,6 +43,8 @@ private:
     std::chrono::steady_clock::time_point start_;
     std::FILE* file_ = nullptr;
     bool quiet_;
+    std::string role_;
+    std::string prefix_;  // "cohort-run" or "cohort-run[ROLE]"
 };
 
 }  // namespace cohort_run

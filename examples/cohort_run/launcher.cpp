@@ -3,6 +3,7 @@
 #include "signals.hpp"
 
 #include <cohort/error.hpp>
+#include <cohort/role_group.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -49,10 +50,21 @@ void sleep_ms(int ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
+// The role on each line and event, where there is one to tell apart.
+std::string role_label(const Options& o) {
+    return o.role_group_child || !cohort::is_default_role(o.role) ? cohort::role_name(o.role) : std::string();
+}
+
 }  // namespace
 
 Launcher::Launcher(Options options)
-    : o_(std::move(options)), log_(o_.events_file, o_.quiet), status_(STDOUT_FILENO, !o_.quiet) {
+    : o_(std::move(options)),
+      log_(o_.events_file, o_.quiet, role_label(o_), o_.role_group_child ? EventsFile::role : EventsFile::own),
+      status_(STDOUT_FILENO, !o_.quiet && !o_.role_group_child) {
+    // A role other than the default is a job of its own (role_group.hpp);
+    // the workers get the job's name and their role, and map it the same.
+    base_job_ = o_.job;
+    o_.job = cohort::role_job(o_.job, o_.role);
     if (o_.node_id.empty()) o_.node_id = host_name();
     if (o_.scheduler == SchedulerKind::slurm) {
         make_slurm_slots();
@@ -61,7 +73,7 @@ Launcher::Launcher(Options options)
     for (int r = 0; r < o_.nproc_per_node; ++r) {
         Slot slot;
         slot.local_rank = r;
-        slot.place = fmt::format("{}-{}", o_.node_id, r);
+        slot.place = place_name(o_.node_id, o_.role, r);
         slot.worker = slot.place;
         slots_.push_back(std::move(slot));
     }
@@ -205,7 +217,9 @@ cohort::WorkerSpec Launcher::spec_for(Slot& slot, bool joined) {
     spec.argv = o_.program;
     auto& env = spec.env;
     env["COHORT_COORDINATOR"] = o_.worker_coordinator.empty() ? url_ : o_.worker_coordinator;
-    env["COHORT_JOB"] = o_.job;
+    env["COHORT_JOB"] = base_job_;
+    env["COHORT_ROLE"] = cohort::role_name(o_.role);
+    env["ROLE_NAME"] = cohort::role_name(o_.role);
     env["COHORT_MEMBER"] = slot.worker;
     env["COHORT_NODE_ID"] = host_of(slot);
     env["COHORT_HOST"] = host_of(slot);
@@ -231,7 +245,12 @@ cohort::WorkerSpec Launcher::spec_for(Slot& slot, bool joined) {
         env["COHORT_GENERATION"] = std::to_string(slot.generation);
         env["RANK"] = std::to_string(*slot.rank);
         env["WORLD_SIZE"] = std::to_string(*slot.world_size);
+        // torchelastic's rank among the workers of the role: each role is
+        // a world of its own here, so it is RANK.
+        env["ROLE_RANK"] = env["RANK"];
+        env["ROLE_WORLD_SIZE"] = env["WORLD_SIZE"];
         env["GROUP_RANK"] = std::to_string(slot.node_rank.value_or(0));
+        if (group_world_size_ > 0) env["GROUP_WORLD_SIZE"] = std::to_string(group_world_size_);
     }
     slot.running = true;
     slot.finished = false;

@@ -124,7 +124,8 @@ private:
     void summary();
     cohort::ClusterView cluster() const;
 
-    Options o_;
+    Options o_;  // o_.job: the coordinator job of this launcher's role
+    std::string base_job_;  // --job, which the workers get in COHORT_JOB with their COHORT_ROLE
     EventLog log_;
     StatusBar status_;
     StepRate step_rate_;
@@ -145,6 +146,7 @@ private:
     std::string advertised_;               // MASTER_ADDR when rank 0 is here, in a job of several launchers
     std::optional<MasterAddress> master_;  // this world's, from the store
     RunningWorld world_;                   // the world the workers were started in
+    uint32_t group_world_size_ = 0;        // the hosts of that world (GROUP_WORLD_SIZE)
     int group_restarts_ = 0;
     std::string gave_up_;
     std::string checkpoint_dir_;

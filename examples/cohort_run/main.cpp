@@ -3,6 +3,7 @@
 // policy rule pack, and exits with the job's status (docs/training.md).
 #include "launcher.hpp"
 #include "options.hpp"
+#include "role_group.hpp"
 #include "signals.hpp"
 
 #include <cohort/error.hpp>
@@ -22,6 +23,10 @@ int main(int argc, char** argv) {
     }
     cohort_run::signals::install();
     try {
+        if (options->roles.size() > 1) {
+            cohort_run::RoleGroup group(std::move(*options));
+            return group.run();
+        }
         cohort_run::Launcher launcher(std::move(*options));
         return launcher.run();
     } catch (const cohort::Error& e) {

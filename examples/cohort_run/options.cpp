@@ -3,6 +3,11 @@
 #include "../common/args.hpp"
 
 #include <cohort/error.hpp>
+#include <cohort/role_group.hpp>
+
+#include <algorithm>
+#include <map>
+#include <optional>
 
 #include <charconv>
 #include <cmath>
@@ -17,6 +22,7 @@ using cohort::Errc;
 using cohort::Error;
 
 constexpr const char* kHelp = R"help(usage: cohort-run [options] -- PROGRAM [ARGS...]
+       cohort-run [options] --role NAME:NPROC[:COMMAND] --role ... [-- PROGRAM [ARGS...]]
 
 Starts PROGRAM as --nproc-per-node workers of an elastic training job,
 supervises them and carries out the job's policy: a worker that dies is
@@ -80,8 +86,22 @@ options:
       --grace S               SIGTERM to SIGKILL when stopping workers (default 10)
       --relaunch-delay S      wait this long before relaunching a failed worker,
                               so one that fails as it starts cannot spin (default 1)
-      --kill-worker R@S       demos and tests: SIGKILL local worker R once, S
-                              seconds after the start
+      --kill-worker [ROLE:]R@S
+                              demos and tests: SIGKILL local worker R (of
+                              role ROLE) once, S seconds after the start
+      --role NAME             the workers' role (ROLE_NAME; default
+                              "default"): a role other than default or
+                              worker is a world of its own, job JOB.NAME
+      --role NAME:NPROC[:COMMAND]
+                              given twice or more: a group of roles, each
+                              NPROC workers per node in a world of its own
+                              (its own RANK, WORLD_SIZE, MASTER_PORT,
+                              rounds and restart budget) running COMMAND
+                              (split as a shell would, no expansions) or
+                              the program after --; e.g. --role worker:4
+                              --role 'evaluator:1:python3 eval.py'
+      --role-group-child      set by a group of roles for each role's cohort-run:
+                              it appends to --events and draws no status row
       --progress S            a progress line every S seconds (default 2; 0: none)
       --scheduler KIND        where the workers run (docs/schedulers.md):
                               local (default), processes on this machine;
@@ -150,6 +170,96 @@ SchedulerKind scheduler_kind(std::string_view v) {
                             v));
 }
 
+// Flags a group's launcher settles for each role's launcher, or keeps for
+// itself (the coordinator it hosts).
+bool decided_per_role(std::string_view flag) {
+    for (const char* own : {"--standalone", "--port", "--host", "--data-dir", "--tls-cert", "--tls-key",
+                            "--tls-client-ca", "--coordinator", "--role", "--nproc-per-node", "--min-workers",
+                            "--kill-worker", "--checkpoint-dir", "--role-group-child"}) {
+        if (flag == own) return true;
+    }
+    return false;
+}
+
+// --role: one names this launcher's role (and with NPROC and COMMAND its
+// workers and program); two or more make a group, one launcher per role.
+void check_roles(Options& o, bool nproc_given) {
+    if (o.roles.size() == 1) {
+        RoleSpec& r = o.roles.front();
+        o.role = r.name;
+        if (r.nproc > 0) {
+            if (nproc_given && r.nproc != o.nproc_per_node) {
+                throw Error(Errc::invalid_argument,
+                            fmt::format("--role {}:{} and --nproc-per-node {} disagree; give the count once", r.name,
+                                        r.nproc, o.nproc_per_node));
+            }
+            o.nproc_per_node = r.nproc;
+        }
+        if (!r.command.empty()) {
+            if (!o.program.empty()) {
+                throw Error(
+                    Errc::invalid_argument,
+                    fmt::format("--role {}: a command and a program after '--': give the program once", r.name));
+            }
+            o.program = r.command;
+        }
+        o.roles.clear();
+    }
+    if (!o.kill_role.empty() && o.roles.empty() && o.kill_role != cohort::role_name(o.role)) {
+        throw Error(Errc::invalid_argument, fmt::format("--kill-worker {}:...: this launcher's role is '{}'",
+                                                        o.kill_role, cohort::role_name(o.role)));
+    }
+    if (o.roles.empty()) return;
+    if (o.role_group_child)
+        throw Error(Errc::invalid_argument, "--role-group-child: one --role only (it is set for a group's role)");
+    if (nproc_given) {
+        throw Error(Errc::invalid_argument,
+                    "--nproc-per-node: with several --role each role gives its own count (--role NAME:NPROC)");
+    }
+    std::map<std::string, std::string> jobs;  // job -> role
+    for (const RoleSpec& r : o.roles) {
+        if (r.nproc == 0) {
+            throw Error(Errc::invalid_argument,
+                        fmt::format("--role {}: with several roles each needs its workers: --role {}:NPROC[:COMMAND]",
+                                    r.name, r.name));
+        }
+        if (r.command.empty() && o.program.empty()) {
+            throw Error(Errc::invalid_argument,
+                        fmt::format("--role {}:{}: no program for it: give one after '--', or --role "
+                                    "{}:{}:COMMAND",
+                                    r.name, r.nproc, r.name, r.nproc));
+        }
+        const std::string job = cohort::role_job(o.job, r.name);
+        if (const auto [it, fresh] = jobs.emplace(job, r.name); !fresh) {
+            throw Error(Errc::invalid_argument,
+                        it->second == r.name
+                            ? fmt::format("--role {}: given twice", r.name)
+                            : fmt::format("--role {} and --role {} are both the default role (job '{}'); rename one",
+                                          it->second, r.name, job));
+        }
+    }
+    if (o.kill_rank) {
+        const auto it =
+            std::find_if(o.roles.begin(), o.roles.end(), [&](const RoleSpec& r) { return r.name == o.kill_role; });
+        if (o.kill_role.empty() || it == o.roles.end()) {
+            throw Error(Errc::invalid_argument,
+                        fmt::format("--kill-worker: with several roles say which: ROLE:LOCAL_RANK@SECONDS, ROLE one "
+                                    "of the --role names{}",
+                                    o.kill_role.empty() ? "" : fmt::format(" ('{}' is none)", o.kill_role)));
+        }
+        if (*o.kill_rank >= it->nproc) {
+            throw Error(Errc::invalid_argument, fmt::format("--kill-worker: local rank {} but role {} has only {} "
+                                                            "workers",
+                                                            *o.kill_rank, it->name, it->nproc));
+        }
+    }
+    if (o.scheduler == SchedulerKind::slurm && o.standalone) {
+        throw Error(Errc::invalid_argument,
+                    "--role: a group of roles under --scheduler slurm needs a coordinator every node reaches: run "
+                    "cohort-coordinator and give --coordinator");
+    }
+}
+
 }  // namespace
 
 std::optional<Options> parse(int argc, char** argv) {
@@ -164,44 +274,53 @@ std::optional<Options> parse(int argc, char** argv) {
     Options o;
     cohort_examples::Args args(split, argv);
     std::string_view arg;
+    // What each flag took, for the launchers of a group's roles (Options::forward).
+    std::optional<std::string> taken;
+    const auto take = [&]() -> std::string_view {
+        taken = std::string(args.value());
+        return *taken;
+    };
+    bool nproc_given = false;
     while (args.next(arg)) {
         if (cohort_examples::Args::help_or_version(arg, kHelp, "cohort-run")) return std::nullopt;
+        taken.reset();
         if (arg == "--nproc-per-node") {
-            o.nproc_per_node = number<int>(arg, args.value(), 1, 1024);
+            o.nproc_per_node = number<int>(arg, take(), 1, 1024);
+            nproc_given = true;
         } else if (arg == "--nnodes") {
-            const std::string_view v = args.value();
+            const std::string_view v = take();
             const auto colon = v.find(':');
             o.nnodes_min = number<int>(arg, v.substr(0, colon), 1, 100000);
             o.nnodes_max = colon == std::string_view::npos ? o.nnodes_min
                                                            : number<int>(arg, v.substr(colon + 1), o.nnodes_min, 100000);
         } else if (arg == "--min-workers") {
-            o.min_workers = number<int>(arg, args.value(), 1, 1000000);
+            o.min_workers = number<int>(arg, take(), 1, 1000000);
         } else if (arg == "--standalone") {
             o.standalone = true;
         } else if (arg == "--port") {
-            o.port = number<uint16_t>(arg, args.value(), 0, 65535);
+            o.port = number<uint16_t>(arg, take(), 0, 65535);
         } else if (arg == "--host") {
-            o.host = args.value();
+            o.host = take();
             o.host_given = true;
             if (o.host.empty()) throw Error(Errc::invalid_argument, "--host: needs an address");
         } else if (arg == "--data-dir") {
-            o.data_dir = args.value();
+            o.data_dir = take();
         } else if (arg == "--tls-cert") {
-            o.tls_cert = args.value();
+            o.tls_cert = take();
         } else if (arg == "--tls-key") {
-            o.tls_key = args.value();
+            o.tls_key = take();
         } else if (arg == "--tls-client-ca") {
-            o.tls_client_ca = args.value();
+            o.tls_client_ca = take();
         } else if (arg == "--coordinator") {
-            o.coordinator = args.value();
+            o.coordinator = take();
         } else if (arg == "--job") {
-            o.job = args.value();
+            o.job = take();
         } else if (arg == "--node-id") {
-            o.node_id = args.value();
+            o.node_id = take();
         } else if (arg == "--max-restarts") {
-            o.max_restarts = number<int>(arg, args.value(), 0, 1000000);
+            o.max_restarts = number<int>(arg, take(), 0, 1000000);
         } else if (arg == "--restart") {
-            const std::string_view v = args.value();
+            const std::string_view v = take();
             if (v == "survivors") {
                 o.restart = RestartMode::survivors;
             } else if (v == "all") {
@@ -213,51 +332,61 @@ std::optional<Options> parse(int argc, char** argv) {
                                         v));
             }
         } else if (arg == "--master-addr") {
-            o.master_addr = args.value();
+            o.master_addr = take();
             if (o.master_addr.empty() ||
                 o.master_addr.find_first_of(" \t\n/") != std::string::npos) {
                 throw Error(Errc::invalid_argument,
                             fmt::format("--master-addr: '{}' is not a host name or an IP address", o.master_addr));
             }
         } else if (arg == "--rules") {
-            o.rules = args.value();
+            o.rules = take();
         } else if (arg == "--last-call") {
-            o.last_call = seconds(arg, args.value());
+            o.last_call = seconds(arg, take());
         } else if (arg == "--heartbeat-interval") {
-            o.heartbeat_interval = seconds(arg, args.value());
+            o.heartbeat_interval = seconds(arg, take());
         } else if (arg == "--failure-timeout") {
-            o.failure_timeout = seconds(arg, args.value());
+            o.failure_timeout = seconds(arg, take());
         } else if (arg == "--straggler-threshold") {
-            o.straggler_threshold = number<double>(arg, args.value(), 0.0, 1.0);
+            o.straggler_threshold = number<double>(arg, take(), 0.0, 1.0);
         } else if (arg == "--straggler-for") {
-            o.straggler_for = seconds(arg, args.value());
+            o.straggler_for = seconds(arg, take());
         } else if (arg == "--hang-timeout") {
-            o.hang_timeout = seconds(arg, args.value());
+            o.hang_timeout = seconds(arg, take());
         } else if (arg == "--relaunch-delay") {
-            o.relaunch_delay = seconds(arg, args.value());
+            o.relaunch_delay = seconds(arg, take());
         } else if (arg == "--checkpoint-dir") {
-            o.checkpoint_dir = args.value();
+            o.checkpoint_dir = take();
             if (o.checkpoint_dir.empty()) throw Error(Errc::invalid_argument, "--checkpoint-dir: needs a directory");
         } else if (arg == "--grace") {
-            o.grace = seconds(arg, args.value());
+            o.grace = seconds(arg, take());
         } else if (arg == "--kill-worker") {
-            const std::string_view v = args.value();
+            std::string_view v = take();
             const auto at = v.find('@');
             if (at == std::string_view::npos) {
-                throw Error(Errc::invalid_argument, fmt::format("--kill-worker: '{}' is not LOCAL_RANK@SECONDS", v));
+                throw Error(Errc::invalid_argument,
+                            fmt::format("--kill-worker: '{}' is not [ROLE:]LOCAL_RANK@SECONDS", v));
             }
-            o.kill_rank = number<int>(arg, v.substr(0, at), 0, 1023);
-            o.kill_after = seconds(arg, v.substr(at + 1));
+            if (const auto colon = v.find(':'); colon < at) {
+                o.kill_role = std::string(v.substr(0, colon));
+                cohort::check_role_name(o.kill_role, "--kill-worker");
+                v = v.substr(colon + 1);
+            }
+            o.kill_rank = number<int>(arg, v.substr(0, v.find('@')), 0, 1023);
+            o.kill_after = seconds(arg, v.substr(v.find('@') + 1));
+        } else if (arg == "--role") {
+            o.roles.push_back(parse_role_spec(take()));
+        } else if (arg == "--role-group-child") {
+            o.role_group_child = true;
         } else if (arg == "--progress") {
-            o.progress = seconds(arg, args.value());
+            o.progress = seconds(arg, take());
         } else if (arg == "--events") {
-            o.events_file = args.value();
+            o.events_file = take();
         } else if (arg == "--scheduler") {
-            o.scheduler = scheduler_kind(args.value());
+            o.scheduler = scheduler_kind(take());
         } else if (arg == "--srun-arg") {
-            o.srun_args.emplace_back(args.value());
+            o.srun_args.emplace_back(take());
         } else if (arg == "--worker-coordinator") {
-            o.worker_coordinator = args.value();
+            o.worker_coordinator = take();
             if (o.worker_coordinator.rfind("http://", 0) != 0 && o.worker_coordinator.rfind("https://", 0) != 0 &&
                 o.worker_coordinator.rfind("etcd://", 0) != 0)
                 throw Error(Errc::invalid_argument,
@@ -265,30 +394,35 @@ std::optional<Options> parse(int argc, char** argv) {
                                         "http://HOST:PORT,http://HOST:PORT or etcd://HOST:PORT/PREFIX)",
                                         o.worker_coordinator));
         } else if (arg == "--pending-timeout") {
-            o.pending_timeout = number<double>(arg, args.value(), 0.001, 1e9);
+            o.pending_timeout = number<double>(arg, take(), 0.001, 1e9);
         } else if (arg == "--k8s-kubeconfig") {
-            o.k8s_kubeconfig = args.value();
+            o.k8s_kubeconfig = take();
         } else if (arg == "--k8s-context") {
-            o.k8s_context = args.value();
+            o.k8s_context = take();
         } else if (arg == "--k8s-namespace") {
-            o.k8s_namespace = args.value();
+            o.k8s_namespace = take();
         } else if (arg == "--k8s-pod-template") {
-            o.k8s_pod_template = args.value();
+            o.k8s_pod_template = take();
         } else if (arg == "--k8s-image") {
-            o.k8s_image = args.value();
+            o.k8s_image = take();
         } else if (arg == "--k8s-owner-pod") {
-            o.k8s_owner_pod = args.value();
+            o.k8s_owner_pod = take();
         } else if (arg == "--k8s-master-port") {
-            o.k8s_master_port = number<uint16_t>(arg, args.value(), 1, 65535);
+            o.k8s_master_port = number<uint16_t>(arg, take(), 1, 65535);
         } else if (arg == "-q" || arg == "--quiet") {
             o.quiet = true;
         } else {
             throw Error(Errc::invalid_argument,
                         fmt::format("unknown option '{}' (the program to run goes after '--'; see --help)", arg));
         }
+        if (!decided_per_role(arg)) {
+            o.forward.emplace_back(arg);
+            if (taken) o.forward.push_back(*taken);
+        }
     }
     for (int i = split + 1; i < argc; ++i) o.program.emplace_back(argv[i]);
-    if (o.program.empty()) {
+    check_roles(o, nproc_given);
+    if (o.program.empty() && o.roles.empty()) {
         throw Error(Errc::invalid_argument, "no program to run: cohort-run [options] -- PROGRAM [ARGS...]");
     }
     if (o.standalone == !o.coordinator.empty()) {
@@ -302,7 +436,7 @@ std::optional<Options> parse(int argc, char** argv) {
                     "--tls-cert, --tls-key and --tls-client-ca are for --standalone; a launcher of a running "
                     "coordinator finds its CA and its own certificate in COHORT_COORDINATOR_CACERT, _CERT and _KEY");
     }
-    if (o.kill_rank && *o.kill_rank >= o.nproc_per_node) {
+    if (o.kill_rank && o.roles.size() < 2 && *o.kill_rank >= o.nproc_per_node) {
         throw Error(Errc::invalid_argument, fmt::format("--kill-worker: local rank {} but only {} workers",
                                                         *o.kill_rank, o.nproc_per_node));
     }

@@ -2,6 +2,8 @@
 // the job's settings and the policy, and the program to run.
 #pragma once
 
+#include "role_spec.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -58,6 +60,18 @@ struct Options {
     uint16_t k8s_master_port = 29500;  // MASTER_PORT in pods (torch's default; each pod has its own ports)
     std::string worker_coordinator;  // the coordinator's URL as workers see it; empty: the launcher's
     std::vector<std::string> program;
+    // --role (role_spec.hpp): this launcher's workers' role ("": the
+    // default), or, with two or more, the roles of a group, each run by a
+    // launcher of its own (role_group.hpp).
+    std::string role;
+    std::vector<RoleSpec> roles;
+    std::string kill_role;  // --kill-worker ROLE:R@S: the role whose worker R is killed
+    // Set by a group's launcher for each role's: append to --events, no
+    // status row, the role on every line.
+    bool role_group_child = false;
+    // The flags each role's launcher of a group gets as they were given:
+    // all but those the group decides per role or for itself.
+    std::vector<std::string> forward;
 };
 
 // Throws cohort::Error(invalid_argument) naming the flag. Returns nullopt

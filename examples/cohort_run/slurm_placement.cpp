@@ -32,7 +32,7 @@ void Launcher::make_slurm_slots() {
             Slot slot;
             slot.local_rank = r;
             slot.node = node;
-            slot.place = fmt::format("{}-{}", node, r);
+            slot.place = place_name(node, o_.role, r);
             slot.worker = slot.place;
             slots_.push_back(std::move(slot));
         }

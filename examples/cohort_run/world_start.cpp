@@ -9,9 +9,11 @@
 #include "signals.hpp"
 
 #include <cohort/error.hpp>
+#include <cohort/node.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -64,6 +66,10 @@ void Launcher::join_slots() {
         cohort::MemberDescriptor d;
         d.id = s.worker;
         d.host = host_of(s);
+        // A role the coordinator knows is the member's descriptor role too,
+        // as Membership gives it (an evaluator shows as one).
+        if (const auto known = cohort::parse_role(o_.role); known && *known != cohort::Role::worker)
+            d.role = std::string(cohort::to_string(*known));
         client_->join(o_.job, d);
         s.rank.reset();
         s.world_size.reset();
@@ -152,9 +158,12 @@ Launcher::Round Launcher::await_round(uint64_t after, double deadline) {
         s.generation = w.generation;
         if (members.empty()) {
             members.resize(w.world_size);
+            std::set<std::string> hosts;  // GROUP_WORLD_SIZE: the hosts of the world, as GROUP_RANK counts them
             for (const cohort::WorldPeer& p : w.peers) {
                 if (p.rank < members.size()) members[p.rank] = p.id;
+                hosts.insert(p.host);
             }
+            group_world_size_ = static_cast<uint32_t>(hosts.size());
         }
     }
     if (!formed) return Round::not_formed;

@@ -24,6 +24,7 @@
 #include <cohort/node.hpp>
 #include <cohort/rank_order.hpp>
 #include <cohort/reduce_op.hpp>
+#include <cohort/role_group.hpp>
 #include <cohort/rules.hpp>
 #include <cohort/scaling.hpp>
 #include <cohort/scheduler.hpp>

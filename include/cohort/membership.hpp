@@ -22,6 +22,12 @@ namespace cohort {
 struct MembershipOptions {
     std::string coordinator;  // "http://HOST:PORT"; $COHORT_COORDINATOR
     std::string job;          // $COHORT_JOB
+    // The member's role in a job of several (role_group.hpp; $COHORT_ROLE):
+    // "" (the default), "default" or "worker" join `job`; another role, say
+    // "evaluator", joins `job.evaluator`, a world of its own whose rounds
+    // never touch the workers'. A role the coordinator knows (chief,
+    // evaluator, parameter_server, ps) also becomes node.role unless that is set.
+    std::string role;
     MemberDescriptor node;    // id: $COHORT_MEMBER, else HOST-PID; host: the host name
     // Set when a launcher has already joined this member for the program
     // ($COHORT_GENERATION): the member heartbeats instead of joining again.
@@ -69,7 +75,11 @@ public:
     ~Membership();
 
     const std::string& member() const;
+    // The coordinator job this member is in: options.job, or options.job.ROLE
+    // for a role other than the default (role_job in role_group.hpp).
     const std::string& job() const;
+    // The role, as ROLE_NAME says it: options.role, "default" when empty.
+    const std::string& role() const;
     CoordinatorClient& client();
 
     // Joins (or takes over a launcher's join), starts heartbeating, and

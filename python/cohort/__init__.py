@@ -44,7 +44,7 @@ from .errors import (BufferTooSmall, CallbackError, Closed, Error, FileError, In
 from .gpu import (BackendChoice, BackendInfo, GpuMonitor, GpuProbe, GpuSummary, WindowStats,
                   gpu_backends)
 from .launch_env import LaunchEnv, communicator_from_env, read_launch_env
-from .membership import Membership
+from .membership import Membership, role_job
 from .rules import (Action, Context, Evaluation, ExplainStep, Expression, Firing, Outcome,
                     RuleEngine, RuleError, RuleEvent, Symbols, check_rules, check_rules_string)
 from .sharding import PlanOptions, ShardPlan, plan_shards
@@ -60,7 +60,7 @@ __all__ = [
     "gpu_backends",
     "Communicator", "Work", "DTYPES", "REDUCE_OPS", "ALGORITHMS", "TRANSPORTS",
     "LaunchEnv", "read_launch_env", "communicator_from_env",
-    "Coordinator", "CoordinatorClient", "Membership",
+    "Coordinator", "CoordinatorClient", "Membership", "role_job",
     "version", "strerror", "library_path",
     "ROLES", "STATUSES", "LEVELS", "STRATEGIES", "FORMATS",
     "Error", "InvalidArgument", "ParseError", "FileError", "NotFound", "OutOfRange",

@@ -437,6 +437,12 @@ PROTOTYPES = {
     "cohort_transfer_scheduler_explain": (_STATUS, [transfer_scheduler_p, c_char_p, _owned_out,
                                                     _P(c_size_t)]),
     "cohort_transfer_scheduler_stats": (_STATUS, [transfer_scheduler_p, _P(transfer_stats)]),
+
+    # role groups
+    "cohort_role_job": (_STATUS, [c_char_p, c_char_p, _owned_out, _P(c_size_t)]),
+    "cohort_membership_from_role": (_STATUS, [c_char_p, c_char_p, c_char_p, c_char_p, c_char_p,
+                                              _P(membership_p)]),
+    "cohort_membership_role": (_STATUS, [membership_p, _cstr_out]),
 }
 
 _lock = threading.Lock()

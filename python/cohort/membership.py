@@ -27,7 +27,7 @@ from .comm import Communicator
 from .coordinator import SHARD_OUTCOMES
 from .errors import InvalidArgument
 
-__all__ = ["Membership"]
+__all__ = ["Membership", "role_job"]
 
 
 def _measured(name, value):
@@ -39,12 +39,26 @@ def _measured(name, value):
     return float(value)
 
 
+def role_job(job, role=None):
+    """The coordinator job of role `role` of job `job` (docs/elastic.md,
+    "Role groups"): `job` for the default role (None, "", "default" or
+    "worker"), else "job.role". cohort.InvalidArgument for a role that is
+    not 1 to 64 letters, digits, '_' or '-'."""
+    lib = _lib.load()
+    return _util.owned_bytes(lib.cohort_role_job, _util.text("job", job),
+                             _util.text("role", role, True)).decode("utf-8")
+
+
 class Membership(_util.Handle):
     """A member of job `job` on the coordinator at `coordinator`
     ("http://HOST:PORT" or "HOST:PORT", a comma-separated list of those for
     replicas, or "etcd://HOST:PORT/PREFIX"). member None: HOST-PID; host None:
     this machine's name. The token is $COHORT_COORDINATOR_TOKEN. Contacts
     nobody until next_world().
+
+    role: the member's role in a job of several (None: the default role).
+    Each role is a world of its own, the coordinator job role_job(job, role):
+    an evaluator's rounds never touch the workers'.
 
     close() (or the end of a `with` block) stops heartbeating without
     leaving: the coordinator finds the member failed after its
@@ -53,20 +67,21 @@ class Membership(_util.Handle):
     _kind = "membership"
     _destroy_name = "cohort_membership_destroy"
 
-    def __init__(self, coordinator, job, member=None, host=None, *, _ptr=None):
+    def __init__(self, coordinator, job, member=None, host=None, *, role=None, _ptr=None):
         lib = _lib.load()
         if _ptr is None:
-            _ptr = _util.create(lib.cohort_membership_create, _lib.membership_p,
+            _ptr = _util.create(lib.cohort_membership_from_role, _lib.membership_p,
                                 _util.text("coordinator", coordinator), _util.text("job", job),
-                                _util.text("member", member, True), _util.text("host", host, True))
+                                _util.text("role", role, True), _util.text("member", member, True),
+                                _util.text("host", host, True))
         super().__init__(_ptr)
         self._lib = lib
 
     @classmethod
     def from_env(cls):
-        """A Membership from $COHORT_COORDINATOR, $COHORT_JOB, $COHORT_MEMBER,
-        $COHORT_HOST, $COHORT_COORDINATOR_TOKEN and $COHORT_GENERATION (a
-        launcher that joined this member already). cohort.InvalidArgument
+        """A Membership from $COHORT_COORDINATOR, $COHORT_JOB, $COHORT_ROLE,
+        $COHORT_MEMBER, $COHORT_HOST, $COHORT_COORDINATOR_TOKEN and
+        $COHORT_GENERATION (a launcher that joined this member already). cohort.InvalidArgument
         names a variable that is missing or malformed."""
         lib = _lib.load()
         return cls(None, None, _ptr=_util.create(lib.cohort_membership_from_env, _lib.membership_p))
@@ -83,7 +98,13 @@ class Membership(_util.Handle):
 
     @property
     def job(self):
+        """The coordinator job the member is in: role_job(job, role)."""
         return self._text("job")
+
+    @property
+    def role(self):
+        """The member's role, "default" when none was given."""
+        return self._text("role")
 
     def _json(self, func, *args):
         return json.loads(_util.owned_bytes(func, self._h(), *args))

@@ -2,6 +2,8 @@
 // environment, checked so that a mistake names the variable and its value.
 #include "membership/membership_impl.hpp"
 
+#include <cohort/role_group.hpp>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,6 +93,11 @@ MembershipOptions Membership::options_from_env() {
     o.coordinator = coordinator_url(required("COHORT_COORDINATOR", "the coordinator's http://HOST:PORT, its replicas' list or etcd:// URL"));
     o.job = required("COHORT_JOB", "the name of the job to join");
     check_name("COHORT_JOB", o.job, "job name");
+    // The one place $COHORT_ROLE is read: a launcher's role groups (cohort-run --role).
+    if (auto role = variable("COHORT_ROLE")) {
+        check_role_name(*role, "COHORT_ROLE");
+        o.role = std::move(*role);
+    }
     o.node.host = variable("COHORT_HOST").value_or(membership::machine_name());
     if (auto id = variable("COHORT_MEMBER")) {
         check_name("COHORT_MEMBER", *id, "member id");

@@ -2,6 +2,9 @@
 // communicator of a world, metrics, shards and leaving.
 #include "membership/membership_impl.hpp"
 
+#include <cohort/node.hpp>
+#include <cohort/role_group.hpp>
+
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 
@@ -28,6 +31,12 @@ MembershipOptions checked(MembershipOptions o) {
     // HOST:PORT alone (each entry of a list of replicas) means http://.
     o.coordinator = normalize_coordinator_url(o.coordinator);
     if (o.job.empty()) throw Error(Errc::invalid_argument, "Membership: no job name");
+    // Each role is a world of its own: the coordinator job JOB.ROLE.
+    if (!o.role.empty()) check_role_name(o.role, "Membership: role");
+    o.job = role_job(o.job, o.role);
+    o.role = role_name(o.role);
+    if (const auto known = parse_role(o.role); known && o.node.role.empty() && o.role != "worker")
+        o.node.role = std::string(to_string(*known));
     if (o.node.host.empty()) o.node.host = membership::machine_name();
     if (o.node.id.empty()) o.node.id = membership::default_member_id(o.node.host);
     if (o.heartbeat_interval.count() < 0) {
@@ -143,6 +152,10 @@ const std::string& Membership::member() const {
 
 const std::string& Membership::job() const {
     return checked_impl(impl_).options.job;
+}
+
+const std::string& Membership::role() const {
+    return checked_impl(impl_).options.role;
 }
 
 CoordinatorClient& Membership::client() {

@@ -477,7 +477,8 @@ public:
 
 private:
     static constexpr const char* kNames[] = {"COHORT_COORDINATOR", "COHORT_JOB",  "COHORT_MEMBER",
-                                             "COHORT_GENERATION",  "COHORT_HOST", "COHORT_COORDINATOR_TOKEN"};
+                                             "COHORT_GENERATION",  "COHORT_HOST", "COHORT_COORDINATOR_TOKEN",
+                                             "COHORT_ROLE"};
     std::map<std::string, std::string> saved_;
 };
 
@@ -503,6 +504,18 @@ TEST(MembershipEnv, OptionsFromTheEnvironment) {
     EXPECT_EQ(o.node.host, "rack1-host3");
     EXPECT_EQ(o.joined_generation, 12u);
     EXPECT_EQ(o.token, "t0ken");
+    EXPECT_EQ(o.role, "");
+
+    // A launcher's role group: the role, mapped to its job by the Membership.
+    env.set("COHORT_ROLE", "evaluator");
+    o = Membership::options_from_env();
+    EXPECT_EQ(o.role, "evaluator");
+    EXPECT_EQ(o.job, "train");
+    const Membership m(o);
+    EXPECT_EQ(m.job(), "train.evaluator");
+    EXPECT_EQ(m.role(), "evaluator");
+    env.set("COHORT_ROLE", "");  // empty is unset: the default role
+    EXPECT_EQ(Membership(Membership::options_from_env()).job(), "train");
 }
 
 TEST(MembershipEnv, ErrorsNameTheVariableAndValue) {
@@ -530,6 +543,9 @@ TEST(MembershipEnv, ErrorsNameTheVariableAndValue) {
     env.set("COHORT_MEMBER", "ok");
     env.set("COHORT_JOB", "a/b");
     EXPECT_THAT(message(), HasSubstr("COHORT_JOB='a/b' is not a valid job name"));
+    env.set("COHORT_JOB", "train");
+    env.set("COHORT_ROLE", "eval.1");
+    EXPECT_THAT(message(), HasSubstr("COHORT_ROLE: 'eval.1' is not a role name"));
 }
 
 }  // namespace

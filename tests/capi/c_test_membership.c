@@ -3,8 +3,10 @@
  * plain C11 (with POSIX setenv and nanosleep). Hosts a coordinator; one
  * membership gets a world of one, builds its communicator, reports metrics
  * and takes a shard; a second node joining opens a round the membership
- * hears of, and it joins the world of two; then it leaves. Also the errors
- * of bad arguments and of cohort_membership_from_env.
+ * hears of, and it joins the world of two; then it leaves. Role groups: a
+ * worker and an evaluator in worlds of their own, the evaluator's death
+ * opening no round for the worker. Also the errors of bad arguments and of
+ * cohort_membership_from_env.
  * Includes nothing from cohort but cohort.h; c_test.c's main() runs it.
  */
 #define _XOPEN_SOURCE 700 /* setenv, unsetenv, nanosleep */
@@ -254,11 +256,97 @@ static void test_membership_from_env(void) {
     CHECK_OK(cohort_membership_member(m, &member));
     CHECK_HAS(member, "env-member");
     cohort_membership_destroy(m);
+    put_env("COHORT_ROLE", "ps");
+    CHECK_OK(cohort_membership_from_env(&m));
+    CHECK_OK(cohort_membership_job(m, &member));
+    CHECK(strcmp(member, "envjob.ps") == 0);
+    cohort_membership_destroy(m);
+    put_env("COHORT_ROLE", "p s");
+    m = NULL;
+    CHECK_ERR(cohort_membership_from_env(&m), COHORT_ERR_INVALID_ARGUMENT, "COHORT_ROLE: 'p s' is not a role name");
+    CHECK(m == NULL);
+    put_env("COHORT_ROLE", NULL);
 
     for (int i = 0; i < 4; ++i) {
         put_env(names[i], saved[i]);
         free(saved[i]);
     }
+}
+
+static void test_membership_roles(void) {
+    cohort_coordinator* server = NULL;
+    cohort_coordinator_client* admin = NULL;
+    cohort_membership* worker = NULL;
+    cohort_membership* evaluator = NULL;
+    cohort_comm* comm = NULL;
+    const char* url = NULL;
+    const char* text_in = NULL;
+    char* text = NULL;
+    size_t length = 0;
+    int32_t pending = -1;
+
+    CHECK_OK(cohort_role_job("rjob", NULL, &text, &length));
+    CHECK(strcmp(text, "rjob") == 0 && length == 4);
+    cohort_free(text);
+    CHECK_OK(cohort_role_job("rjob", "worker", &text, NULL));
+    CHECK(strcmp(text, "rjob") == 0);
+    cohort_free(text);
+    CHECK_OK(cohort_role_job("rjob", "evaluator", &text, &length));
+    CHECK(strcmp(text, "rjob.evaluator") == 0 && length == 14);
+    cohort_free(text);
+    text = NULL;
+    CHECK_ERR(cohort_role_job("rjob", "ev.al", &text, NULL), COHORT_ERR_INVALID_ARGUMENT,
+              "'ev.al' is not a role name");
+    CHECK_ERR(cohort_role_job(NULL, "x", &text, NULL), COHORT_ERR_INVALID_ARGUMENT, "job must not be NULL");
+    CHECK(text == NULL);
+
+    CHECK_OK(cohort_coordinator_create(NULL, 0, "", NULL, &server));
+    CHECK_OK(cohort_coordinator_url(server, &url));
+    CHECK_OK(cohort_coordinator_client_create(url, "", 5.0, 2.0, &admin));
+    static const char* const one =
+        "{\"min_nodes\": 1, \"max_nodes\": 1, \"last_call\": 0, \"heartbeat_interval\": 0.05, "
+        "\"failure_timeout\": 1}";
+    CHECK_OK(cohort_coordinator_client_ensure_job(admin, "rjob", one));
+    CHECK_OK(cohort_coordinator_client_ensure_job(admin, "rjob.evaluator", one));
+
+    CHECK_ERR(cohort_membership_from_role(url, "rjob", "a b", "w", NULL, &worker), COHORT_ERR_INVALID_ARGUMENT,
+              "'a b' is not a role name");
+    CHECK(worker == NULL);
+    CHECK_OK(cohort_membership_from_role(url, "rjob", NULL, "w", "host-w", &worker));
+    CHECK_OK(cohort_membership_from_role(url, "rjob", "evaluator", "e", "host-e", &evaluator));
+    CHECK_OK(cohort_membership_role(worker, &text_in));
+    CHECK_HAS(text_in, "default");
+    CHECK_OK(cohort_membership_job(evaluator, &text_in));
+    CHECK(strcmp(text_in, "rjob.evaluator") == 0);
+    CHECK_OK(cohort_membership_role(evaluator, &text_in));
+    CHECK(strcmp(text_in, "evaluator") == 0);
+    CHECK_ERR(cohort_membership_role(evaluator, NULL), COHORT_ERR_INVALID_ARGUMENT, "role must not be NULL");
+
+    /* Each a world of one in its own job, with a communicator of its own. */
+    CHECK_OK(cohort_membership_next_world(worker, 5.0, &text, NULL));
+    CHECK_HAS(text, "\"world_size\":1");
+    CHECK_HAS(text, "\"generation\":1");
+    cohort_free(text);
+    CHECK_OK(cohort_membership_next_world(evaluator, 5.0, &text, NULL));
+    CHECK_HAS(text, "\"world_size\":1");
+    cohort_free(text);
+    CHECK_OK(cohort_comm_from_membership(evaluator, &comm));
+    cohort_comm_destroy(comm);
+    CHECK(job_state_has(admin, "rjob.evaluator", "\"role\":\"evaluator\""));
+
+    /* The evaluator dies (no leave): its job fails it; the worker's stays as it was. */
+    cohort_membership_destroy(evaluator);
+    CHECK(job_state_has(admin, "rjob.evaluator", "\"state\":\"failed\""));
+    sleep_ms(300);
+    CHECK_OK(cohort_membership_round_pending(worker, &pending));
+    CHECK(pending == 0);
+    CHECK_OK(cohort_membership_next_world(worker, 1.0, &text, NULL));
+    CHECK_HAS(text, "\"generation\":1");
+    cohort_free(text);
+
+    cohort_membership_destroy(worker);
+    cohort_coordinator_client_destroy(admin);
+    cohort_coordinator_destroy(server);
 }
 
 int run_membership_tests(void); /* called by c_test.c's main() */
@@ -268,6 +356,9 @@ int run_membership_tests(void) {
     int failed_before = member_failed;
     test_membership();
     printf("%-18s %s\n", "membership", member_failed == failed_before ? "ok" : "FAILED");
+    failed_before = member_failed;
+    test_membership_roles();
+    printf("%-18s %s\n", "membership_roles", member_failed == failed_before ? "ok" : "FAILED");
     failed_before = member_failed;
     test_membership_from_env();
     printf("%-18s %s\n", "membership_env", member_failed == failed_before ? "ok" : "FAILED");

@@ -21,7 +21,7 @@ CONSTRUCTOR = re.compile(r"_(create|load_file|load_string|from_env|from_[a-z_]+|
                          r"replan|submit)$")
 # Functions that need no handle, by the thing they work on (contract 1).
 MODULES = ("version", "last_error", "strerror", "free", "dtype", "reduce_op", "algorithm", "transport",
-           "epoch", "gpu", "rules")
+           "epoch", "gpu", "rules", "role")
 DURATION = re.compile(r"(timeout|deadline|interval|window|limit)")
 RANK = re.compile(r"^(rank|world_size|local_rank|local_world_size|node_rank|root)$")
 

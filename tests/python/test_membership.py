@@ -1,7 +1,9 @@
 """cohort.Membership against a coordinator hosted in this process: two members
 get a world of two and all-reduce through its store, metrics reach the job's
 state, a leave opens a round the other member hears of, shards are leased;
-and the errors of bad arguments and of Membership.from_env."""
+members of two roles (workers and an evaluator) get worlds of their own and
+the evaluator's death opens no round for the workers; and the errors of bad
+arguments and of Membership.from_env."""
 
 import array
 import os
@@ -14,7 +16,7 @@ import cohort
 
 SETTINGS = {"min_nodes": 2, "max_nodes": 2, "last_call": 0, "heartbeat_interval": 0.05,
             "failure_timeout": 2}
-ENV = ("COHORT_COORDINATOR", "COHORT_JOB", "COHORT_MEMBER", "COHORT_GENERATION", "COHORT_HOST")
+ENV = ("COHORT_COORDINATOR", "COHORT_JOB", "COHORT_MEMBER", "COHORT_GENERATION", "COHORT_HOST", "COHORT_ROLE")
 
 
 def eventually(done, limit=5.0):
@@ -115,6 +117,46 @@ class MembershipTest(unittest.TestCase):
         self.assertGreater(worlds[0]["generation"], 1)
         self.assertFalse(a.round_pending)
 
+    def test_role_groups(self):
+        self.assertEqual(cohort.role_job("train"), "train")
+        self.assertEqual(cohort.role_job("train", "worker"), "train")
+        self.assertEqual(cohort.role_job("train", "default"), "train")
+        self.assertEqual(cohort.role_job("train", "evaluator"), "train.evaluator")
+        with self.assertRaises(cohort.InvalidArgument) as caught:
+            cohort.role_job("train", "a.b")
+        self.assertIn("'a.b' is not a role name", str(caught.exception))
+        with self.assertRaises(cohort.InvalidArgument) as caught:
+            cohort.Membership(self.server.url, "train", "x", role="no way")
+        self.assertIn("'no way' is not a role name", str(caught.exception))
+
+        self.client.create_job("train", SETTINGS)
+        self.client.create_job("train.evaluator", dict(SETTINGS, min_nodes=1, max_nodes=1))
+        workers = [self.member("train", "a"), self.member("train", "b")]
+        evaluator = cohort.Membership(self.server.url, "train", "a", host="host-e", role="evaluator")
+        self.assertEqual((workers[0].job, workers[0].role), ("train", "default"))
+        self.assertEqual((evaluator.job, evaluator.role), ("train.evaluator", "evaluator"))
+        worlds = in_threads(workers + [evaluator], lambda m: m.next_world(timeout=10))
+        self.assertEqual([w["world_size"] for w in worlds], [2, 2, 1])
+        self.assertEqual(worlds[2]["rank"], 0)
+
+        def all_reduce(m):
+            with m.communicator() as comm:
+                data = array.array("i", [comm.rank + 1])
+                comm.allreduce(data)
+                return data[0]
+
+        self.assertEqual(in_threads(workers + [evaluator], all_reduce), [3, 3, 1])
+        entry = member_entry(self.client.job_state("train.evaluator"), "a")
+        self.assertEqual(entry["role"], "evaluator")
+        # The evaluator dies without a word: its job fails it after
+        # failure_timeout (2 s); the workers hear of no round.
+        evaluator.close()
+        self.assertTrue(eventually(
+            lambda: member_entry(self.client.job_state("train.evaluator"), "a")["state"] != "active", 6))
+        time.sleep(0.3)
+        self.assertFalse(workers[0].round_pending or workers[1].round_pending)
+        self.assertEqual(self.client.job_state("train")["generation"], worlds[0]["generation"])
+
     def test_shards(self):
         self.client.create_job("data", dict(SETTINGS, min_nodes=1, max_nodes=1))
         self.client.register_dataset("data", {"shards": [{"id": "s0"}]})
@@ -170,7 +212,14 @@ class MembershipTest(unittest.TestCase):
         os.environ["COHORT_COORDINATOR"] = self.server.url
         os.environ["COHORT_MEMBER"] = "from-env"
         with cohort.Membership.from_env() as m:
-            self.assertEqual((m.member, m.job), ("from-env", "train"))
+            self.assertEqual((m.member, m.job, m.role), ("from-env", "train", "default"))
+        os.environ["COHORT_ROLE"] = "evaluator"
+        with cohort.Membership.from_env() as m:
+            self.assertEqual((m.job, m.role), ("train.evaluator", "evaluator"))
+        os.environ["COHORT_ROLE"] = "bad/role"
+        with self.assertRaises(cohort.InvalidArgument) as caught:
+            cohort.Membership.from_env()
+        self.assertIn("COHORT_ROLE: 'bad/role' is not a role name", str(caught.exception))
 
 
 if __name__ == "__main__":

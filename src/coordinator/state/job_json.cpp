@@ -127,6 +127,7 @@ json::object Job::view(double now) const {
             o["local_rank"] = world_.slots[m.rank].local_rank;
         }
         o["host"] = m.node.host_name();
+        o["role"] = to_string(m.node.role);
         o["address"] = m.node.address;
         o["gpus"] = m.node.gpu_count;
         o["joined_at"] = m.joined_at;
