@@ -129,7 +129,7 @@ struct Workload {
     // One step: the named all-reduce; bytes / seconds.
     double step(cohort::Communicator& comm) {
         std::map<std::string, cohort::Tensor> tensors;
-        char name[16];
+        char name[32];
         for (std::size_t i = 0; i < buffers.size(); ++i) {
             std::snprintf(name, sizeof name, "t%02zu", i);
             tensors[name] = {std::as_writable_bytes(std::span(buffers[i])), cohort::DataType::float32};

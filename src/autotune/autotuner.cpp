@@ -23,6 +23,16 @@ namespace cohort {
 using autotune::Point;
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// 16777216 rather than 1.67772e+07: most values are byte counts.
+std::string number(double v) {
+    if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{:.0f}", v);
+    return fmt::format("{:g}", v);
+}
+
+}  // namespace
+
 struct Autotuner::Impl {
     int rank = 0, size = 1;
     std::shared_ptr<Store> store;
@@ -78,11 +88,11 @@ struct Autotuner::Impl {
             try {
                 params[i].apply(next[i]);
             } catch (const Error& e) {
-                throw Error(e.code(), fmt::format("autotune: step {}: applying {} = {:g} failed: {}", at,
-                                                  params[i].name, next[i], e.what()));
+                throw Error(e.code(), fmt::format("autotune: step {}: applying {} = {} failed: {}", at,
+                                                  params[i].name, number(next[i]), e.what()));
             } catch (const std::exception& e) {
-                throw Error(Errc::invalid_argument, fmt::format("autotune: step {}: applying {} = {:g} failed: {}",
-                                                                at, params[i].name, next[i], e.what()));
+                throw Error(Errc::invalid_argument, fmt::format("autotune: step {}: applying {} = {} failed: {}",
+                                                                at, params[i].name, number(next[i]), e.what()));
             }
         }
         std::lock_guard lock(mutex);
@@ -241,9 +251,9 @@ struct Autotuner::Impl {
             point = best;
             publish(at, values_of(best), 0, true);
             std::string text;
-            for (const auto& [name, v] : named(values_of(best))) text += fmt::format(" {}={:g}", name, v);
-            note(fmt::format("frozen at step {} ({}), {} points measured, best median {:g}:{}", at, why, measured,
-                             search->best_score(), text));
+            for (const auto& [name, v] : named(values_of(best))) text += fmt::format(" {}={}", name, number(v));
+            note(fmt::format("frozen at step {} ({}), {} points measured, best median {}:{}", at, why, measured,
+                             number(search->best_score()), text));
             save(best, search->best_score());
             return;
         }
