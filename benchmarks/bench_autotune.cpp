@@ -12,7 +12,7 @@
 // shared memory is off and the ranks talk over loopback TCP
 // (fusion_threshold, doubling_max, pipeline_chunk). A step is a named
 // all-reduce of a training-like set of 40 float32 tensors of mixed sizes
-// (4 KiB to 2 MiB, 8.3 MB in all); its throughput is bytes / seconds on
+// (4 KiB to 2 MiB, 17.6 MB in all); its throughput is bytes / seconds on
 // rank 0.
 //
 //  1. Grid search: every point of the joint grid (comm_parameters' grids),
