@@ -1,10 +1,13 @@
 """Autotuning from Python: a communicator's tuning by field name, and the
-Autotuner on two ranks (threads meeting in a file:// store): both apply the
+Autotuner on two ranks (threads, then processes, meeting in a file:// store): both apply the
 same values at the same steps, a parameter added from Python reaches the
 optimum of a synthetic throughput within the stated bound, a fixed value
 never moves, the state file round-trips and a damaged one is named."""
 
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import unittest
@@ -132,6 +135,55 @@ class AutotunerTest(unittest.TestCase):
                 cohort.Autotuner(comm, parameters=[cohort.TunableParameter("d", DEPTHS, 3, print)])
             with self.assertRaisesRegex(cohort.InvalidArgument, "search must be one of"):
                 cohort.Autotuner(comm, search="random")
+
+
+# One rank as a process: tunes "depth" against SCORES with a real
+# all-reduce per step and prints, as JSON, the values in force after each step.
+RANK_PROCESS = r"""
+import json, sys
+import cohort
+rank, folder = int(sys.argv[1]), sys.argv[2]
+scores = {1: 80.0, 2: 90.0, 4: 100.0, 8: 90.0, 16: 80.0, 32: 70.0}
+now = {}
+with cohort.Communicator(rank, 2, "file://" + folder, address="127.0.0.1", timeout=30,
+                         connect_timeout=30) as comm:
+    tuner = cohort.Autotuner(comm, job_id="procs", warmup_steps=1, settle_steps=0, samples=1,
+                             parameters=[cohort.TunableParameter(
+                                 "depth", [1, 2, 4, 8, 16, 32], 8,
+                                 lambda v: now.__setitem__("depth", v))])
+    steps, frozen = [], False
+    data = bytearray(4096)
+    while not frozen and len(steps) < 400:
+        comm.allreduce(data)
+        _, frozen = tuner.step(scores[int(now["depth"])])
+        steps.append([now["depth"], cohort.comm_tuning(comm)])
+    print(json.dumps({"steps": steps, "bound": tuner.step_bound, "frozen": frozen}))
+"""
+
+
+class ProcessesTest(unittest.TestCase):
+    def test_two_processes_switch_together(self):
+        with tempfile.TemporaryDirectory(prefix="cohort-tune-procs-") as folder:
+            env = _support.child_env(COHORT_AUTOTUNE_DIR="")
+            procs = [subprocess.Popen([sys.executable, "-c", RANK_PROCESS, str(r), folder],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                     for r in range(2)]
+            outs = []
+            try:
+                for p in procs:
+                    out, err = p.communicate(timeout=120)
+                    self.assertEqual(p.returncode, 0, err.decode(errors="replace"))
+                    outs.append(json.loads(out))
+            finally:
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
+        zero, one = outs
+        self.assertTrue(zero["frozen"] and one["frozen"])
+        self.assertEqual(zero["steps"], one["steps"])  # same values, same steps
+        self.assertLessEqual(len(zero["steps"]), zero["bound"])
+        self.assertEqual(zero["steps"][-1][0], 4.0)
 
 
 if __name__ == "__main__":
