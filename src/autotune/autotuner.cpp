@@ -45,6 +45,9 @@ struct Autotuner::Impl {
     int64_t step = 0;
     int64_t next_decision = 0;  // the step of the next decision; 0 once frozen
     bool frozen = false;
+    // Why a decision step failed: the ranks may no longer agree, so every
+    // later step() fails too.
+    std::string broken;
     // Rank 0.
     std::unique_ptr<autotune::Search> search;
     Point point;  // the point in force
@@ -219,6 +222,10 @@ struct Autotuner::Impl {
         const int64_t first = int64_t(options.warmup_steps) + options.samples;
         const bool freeze = loaded_frozen || nothing || first > options.max_steps;
         if (nothing && !loaded_frozen) note("nothing to tune: every parameter is fixed or has one candidate");
+        if (!nothing && !loaded_frozen && first > options.max_steps)
+            note(fmt::format("max_steps {} leaves no room for the first window ({} warm-up + {} measured steps): "
+                             "frozen at the starting values",
+                             options.max_steps, options.warmup_steps, options.samples));
         publish(0, values_of(start), freeze ? 0 : first, freeze);
     }
 
@@ -311,6 +318,10 @@ AutotuneStep Autotuner::step(double throughput) {
         throw Error(Errc::invalid_argument,
                     fmt::format("autotune: step {}: throughput {} must be finite and not negative", m.step + 1,
                                 throughput));
+    if (!m.broken.empty())
+        throw Error(Errc::closed, fmt::format("autotune: step {}: this tuner failed earlier and the ranks may no "
+                                              "longer agree: {}; make a new Autotuner on every rank",
+                                              m.step + 1, m.broken));
     AutotuneStep out;
     {
         std::lock_guard lock(m.mutex);
@@ -325,10 +336,15 @@ AutotuneStep Autotuner::step(double throughput) {
     if (at == m.next_decision) {
         out.decided = true;
         const auto before = m.values;
-        if (m.rank == 0)
-            m.decide(at);
-        else
-            m.follow(at);
+        try {
+            if (m.rank == 0)
+                m.decide(at);
+            else
+                m.follow(at);
+        } catch (const std::exception& e) {
+            m.broken = e.what();
+            throw;
+        }
         out.changed = m.values != before;
     }
     out.frozen = m.frozen;

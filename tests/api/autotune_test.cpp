@@ -405,6 +405,30 @@ TEST(Autotuner, AMissingDecisionIsATimeoutNamingTheKey) {
                 HasSubstr("rank 1 waited for rank 0's decision of step 0 (autotune/lonely/0"));
 }
 
+// A rank whose decision fails at a step stays failed: it would no longer
+// switch with the others.
+TEST(Autotuner, AFailedDecisionStepBreaksTheTuner) {
+    StoreServer server("127.0.0.1", 0);
+    auto store = open_store(server.url());
+    Trace trace;
+    int64_t step = 0;
+    AutotuneOptions o;
+    o.job_id = "broken";
+    o.warmup_steps = 0;
+    o.settle_steps = 0;
+    o.samples = 1;
+    o.timeout = std::chrono::milliseconds(200);
+    store->set("autotune/broken/0", R"({"step": 0, "values": {"a": 1, "b": 5}, "next": 1, "frozen": false})");
+    Autotuner follower(1, 2, store, synthetic(trace, step), o);
+    EXPECT_THAT(error_message(Errc::timeout, [&] { follower.step(1.0); }),
+                HasSubstr("decision of step 1 (autotune/broken/1"));
+    EXPECT_THAT(error_message(Errc::closed, [&] { follower.step(1.0); }),
+                HasSubstr("autotune: step 2: this tuner failed earlier"));
+    store->set("autotune/broken/0", R"({"step": 0, "values": {"a": 1}, "next": 1, "frozen": false})");
+    EXPECT_THAT(error_message(Errc::mismatch, [&] { Autotuner(1, 2, store, synthetic(trace, step), o); }),
+                HasSubstr("has no value for parameter 'b': do all ranks tune the same parameters?"));
+}
+
 // The communicator's own parameters, tuned on a real workload: every rank's
 // CommTuning is the same after every step, and the tuner freezes.
 TEST(Autotuner, TunesACommunicatorAlikeOnEveryRank) {
