@@ -1553,6 +1553,80 @@ COHORT_API int cohort_membership_from_role(const char* coordinator, const char* 
  * handle. cohort_membership_job gives the role's job. */
 COHORT_API int cohort_membership_role(const cohort_membership* membership, const char** role);
 
+/* ---------------------------------------------------------------- Autotuning
+ *
+ * A communicator's tuning (the fusion threshold, `automatic`'s thresholds,
+ * the pipeline chunk) read and changed by field name between operations,
+ * and the Autotuner, which tunes them (and any value a program adds, a
+ * prefetch depth) online from each step's throughput: rank 0 decides, every
+ * rank applies the decision at the same step, the search is bounded in
+ * steps and time, then freezes and saves the values per job.
+ * docs/collectives.md#autotuning describes the search and its cost. */
+
+/* Tuning fields: "fusion_threshold", "doubling_max", "hierarchical_min",
+ * "pipeline_chunk", "shm_single_round_max" (bytes each). INVALID_ARGUMENT
+ * for another name, and from set_tuning for a value out of range (the
+ * tuning stays as it was). Not collective: every rank must make the same
+ * change before the same operation, or the ranks fail that operation with
+ * MISMATCH naming what differs. */
+COHORT_API int cohort_comm_tuning(const cohort_comm* comm, const char* name, uint64_t* value);
+COHORT_API int cohort_comm_set_tuning(cohort_comm* comm, const char* name, uint64_t value);
+
+typedef struct cohort_autotune_options cohort_autotune_options;
+typedef struct cohort_autotuner cohort_autotuner;
+
+#define COHORT_AUTOTUNE_COORDINATE 0 /* coordinate descent over each parameter's grid (default) */
+#define COHORT_AUTOTUNE_BAYESIAN 1   /* Horovod's anchor: a Gaussian process and expected improvement */
+
+/* Puts `value` in force for parameter `name` on this rank; 0 on success,
+ * anything else fails the step (CALLBACK). Called on the thread that calls
+ * cohort_autotuner_create or cohort_autotuner_step. */
+typedef int (*cohort_tune_apply_fn)(const char* name, double value, void* user_data);
+
+/* Defaults: job "cohort", coordinate search, 3 warm-up steps, 1 settling
+ * step after each change, 5 measured steps per candidate (their median),
+ * at most 500 steps and 600 s, state file $COHORT_AUTOTUNE_DIR/JOB.json
+ * when that is set. Pairs with cohort_autotune_options_destroy. */
+COHORT_API int cohort_autotune_options_create(cohort_autotune_options** out);
+COHORT_API void cohort_autotune_options_destroy(cohort_autotune_options* options);
+COHORT_API int cohort_autotune_options_set_job_id(cohort_autotune_options* options, const char* job_id);
+/* COHORT_AUTOTUNE_COORDINATE or COHORT_AUTOTUNE_BAYESIAN. */
+COHORT_API int cohort_autotune_options_set_search(cohort_autotune_options* options, int32_t search);
+COHORT_API int cohort_autotune_options_set_steps(cohort_autotune_options* options, int32_t warmup_steps,
+                                                 int32_t settle_steps, int32_t samples, int32_t max_steps);
+COHORT_API int cohort_autotune_options_set_max_seconds(cohort_autotune_options* options, double seconds);
+/* NULL or "" keeps the default ($COHORT_AUTOTUNE_DIR/JOB.json, or none). */
+COHORT_API int cohort_autotune_options_set_state_file(cohort_autotune_options* options, const char* path);
+/* Fixes parameter `name` at `value`: never tuned. */
+COHORT_API int cohort_autotune_options_fix(cohort_autotune_options* options, const char* name, double value);
+/* One more parameter beside the communicator's: `count` ascending
+ * candidates (copied), the value in force now (one of them unless `fixed`
+ * is 1), and `apply` with `user_data`, which must stay valid as long as a
+ * tuner made from these options. */
+COHORT_API int cohort_autotune_options_add_parameter(cohort_autotune_options* options, const char* name,
+                                                     const double* candidates, size_t count, double initial,
+                                                     int32_t fixed, cohort_tune_apply_fn apply, void* user_data);
+
+/* Collective: every rank of `comm` calls it; rank 0's starting values
+ * (a saved state's, or the ones in force) are applied on every rank before
+ * it returns. `comm` must outlive the tuner. TIMEOUT when rank 0's decision
+ * never came. Pairs with cohort_autotuner_destroy. */
+COHORT_API int cohort_autotuner_create(cohort_comm* comm, const cohort_autotune_options* options,
+                                       cohort_autotuner** out);
+COHORT_API void cohort_autotuner_destroy(cohort_autotuner* tuner);
+/* One training step ended with `throughput` (higher is better: bytes/s,
+ * samples/s). *changed (may be NULL) is 1 when the next step runs with new
+ * values, *frozen (may be NULL) 1 once tuning is over. */
+COHORT_API int cohort_autotuner_step(cohort_autotuner* tuner, double throughput, int32_t* changed, int32_t* frozen);
+/* The value in force of parameter `name`; NOT_FOUND for an unknown name. */
+COHORT_API int cohort_autotuner_value(const cohort_autotuner* tuner, const char* name, double* value);
+/* The most steps tuning can take with these options (rank 0; 0 elsewhere). */
+COHORT_API int cohort_autotuner_step_bound(const cohort_autotuner* tuner, int64_t* steps);
+/* {"job", "search", "rank", "step", "frozen", "values", "best", "measured",
+ * "history", "state_file", "notes"}; free *json with cohort_free. length
+ * may be NULL. */
+COHORT_API int cohort_autotuner_report(const cohort_autotuner* tuner, char** json, size_t* length);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -292,7 +292,7 @@ int cohort_comm_options_set_host_label(cohort_comm_options* options, const char*
 
 int cohort_comm_options_set_fusion_threshold(cohort_comm_options* options, uint64_t bytes) {
     return guard(__func__, [&](const char* fn) {
-        set_checked(options, fn, [&](cohort::CommOptions& o) { o.fusion_threshold = to_size(bytes, fn, "bytes"); });
+        set_checked(options, fn, [&](cohort::CommOptions& o) { o.tuning.fusion_threshold = to_size(bytes, fn, "bytes"); });
     });
 }
 

@@ -3,6 +3,7 @@
 // checks that none is left out.
 #pragma once
 
+#include <cohort/autotune.hpp>
 #include <cohort/communicator.hpp>
 #include <cohort/coordinator.hpp>
 #include <cohort/coordinator_client.hpp>

@@ -52,6 +52,35 @@ enum class Transport : int32_t {
 };
 COHORT_API const char* transport_name(Transport transport) noexcept;  // "self", "shm", "direct", "tcp"
 
+// The values that shape how a communicator cuts and routes its messages,
+// which may change between operations (Communicator::set_tuning; the
+// Autotuner of <cohort/autotune.hpp> searches them). Every rank must use
+// the same values: docs/collectives.md#tuning says what a difference does.
+struct CommTuning {
+    // Named all-reduce packs tensors into buffers of at most this many bytes.
+    std::size_t fusion_threshold = std::size_t(64) << 20;
+    // `automatic` below shared memory: messages up to this many bytes use
+    // recursive doubling (log2(n) rounds of whole messages), larger ones a ring.
+    std::size_t doubling_max = std::size_t(64) << 10;
+    // Where ranks share hosts and there are several hosts, messages above
+    // doubling_max and of at least this many bytes go hierarchical.
+    std::size_t hierarchical_min = 0;
+    // The pipelining piece: shared memory's all-reduce moves a large message
+    // through the slots in chunks of this many bytes per round, and a TCP
+    // receive that reduces reads and reduces in pieces of this size (a
+    // multiple of 8 bytes, 4 KiB to 64 MiB).
+    std::size_t pipeline_chunk = std::size_t(128) << 10;
+    // Shared memory: a message up to this many bytes is reduced in one round,
+    // each rank reading every slot whole (0 to 64 MiB).
+    std::size_t shm_single_round_max = std::size_t(32) << 10;
+
+    bool operator==(const CommTuning&) const = default;
+};
+
+// Error(invalid_argument) "communicator: tuning.FIELD ..." for the first
+// value out of range.
+COHORT_API void check_tuning(const CommTuning& tuning);
+
 // Every tunable of a communicator. An environment variable is only the
 // documented default of its field, read in one place: with_env_defaults()
 // (which every Communicator applies to the options it is given).
@@ -91,8 +120,9 @@ struct CommOptions {
     // The host each rank is on, for hierarchical all-reduce; defaults to the
     // machine's host name. Ranks with equal labels share a host.
     std::string host_label;
-    // Named all-reduce packs tensors into buffers of at most this many bytes.
-    std::size_t fusion_threshold = std::size_t(64) << 20;
+    // The starting tuning (fusion threshold, algorithm thresholds, pipeline
+    // chunk); Communicator::set_tuning changes it later.
+    CommTuning tuning;
     // Kernel socket buffer sizes (SO_SNDBUF / SO_RCVBUF); 0 keeps the default.
     std::size_t socket_buffer = std::size_t(4) << 20;
     // The largest frame payload sent or accepted; messages are cut into
@@ -182,8 +212,26 @@ public:
     // too (looked at without reading), so a death that arrived after the
     // failure is not missed. Never waits: any thread.
     std::vector<int> dead_ranks() const;
-    // What `automatic` picks for a message of `bytes` bytes.
+    // What `automatic` picks for a message of `bytes` bytes, under the
+    // tuning in force now.
     Algorithm choose(std::size_t bytes) const;
+    // The tuning in force: what the next operation uses. Any thread.
+    CommTuning tuning() const;
+    // Changes the tuning from the next operation on; operations already
+    // issued (asynchronous ones) keep the values they were issued with.
+    // Error(invalid_argument) for a value out of range (check_tuning), and
+    // the tuning stays as it was. Not collective: every rank must make the
+    // same change before the same operation (the Autotuner agrees on it
+    // through the store). Ranks that disagree on a value that changes the
+    // algorithm, the fusion packing or the shared-memory chunking fail
+    // their next such operation with Error(mismatch) naming the peer and
+    // saying what differs; the pipeline piece of a TCP receive is each
+    // rank's own and may differ.
+    void set_tuning(const CommTuning& tuning);
+    // A view of the store the ranks met through, holding only this
+    // communicator's keys (job, generation and instance in the prefix): for
+    // ranks to agree on values beside the collectives. Null for one rank.
+    std::shared_ptr<Store> store() const;
     // transports()[r]: how this rank exchanges data with rank r.
     const std::vector<Transport>& transports() const;
     // What the set-up chose, as a JSON object: {"rank", "size", "hosts",

@@ -159,6 +159,14 @@ public:
     std::vector<TransferDecision> explain(std::string_view id) const;
     TransferStats stats() const;
 
+    // The prefetch depth before any reduce_prefetch factor
+    // (TransferOptions::prefetch_depth), changed from now on: transfers
+    // already running keep running; a deeper limit lets waiting prefetches
+    // start at once. Any thread. Error(invalid_argument) for 0. The
+    // Autotuner tunes it through a TunableParameter (docs/collectives.md#autotuning).
+    void set_prefetch_depth(std::size_t depth);
+    std::size_t prefetch_depth() const;
+
     struct Impl;
 
 private:

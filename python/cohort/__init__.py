@@ -30,6 +30,7 @@ the system.
 """
 
 from ._util import FORMATS, LEVELS, ROLES, STATUSES, STRATEGIES
+from .autotune import Autotuner, TunableParameter, comm_tuning, set_comm_tuning
 from . import comm as _comm
 from . import data  # the data path: cohort.data.advise, DataAdvisor
 from .comm import Communicator, Work
@@ -58,7 +59,7 @@ __all__ = [
     "Firing", "Action", "RuleEvent", "RuleError", "check_rules", "check_rules_string",
     "GpuProbe", "GpuMonitor", "GpuSummary", "WindowStats", "BackendChoice", "BackendInfo",
     "gpu_backends",
-    "Communicator", "Work", "DTYPES", "REDUCE_OPS", "ALGORITHMS", "TRANSPORTS",
+    "Communicator", "Work", "Autotuner", "TunableParameter", "comm_tuning", "set_comm_tuning", "DTYPES", "REDUCE_OPS", "ALGORITHMS", "TRANSPORTS",
     "LaunchEnv", "read_launch_env", "communicator_from_env",
     "Coordinator", "CoordinatorClient", "Membership", "role_job",
     "version", "strerror", "library_path",

@@ -47,6 +47,8 @@ workload_registry_p = _opaque("cohort_workload_registry")
 transfer_scheduler_p = _opaque("cohort_transfer_scheduler")
 transfer_p = _opaque("cohort_transfer")
 transfer_actions_p = _opaque("cohort_transfer_actions")
+autotune_options_p = _opaque("cohort_autotune_options")
+autotuner_p = _opaque("cohort_autotuner")
 
 
 class gpu_summary(Structure):
@@ -90,6 +92,8 @@ transfer_policy_fn = CFUNCTYPE(c_int32, c_void_p, c_char_p, c_char_p, c_char_p, 
                                c_int32, transfer_actions_p)
 # void (*)(void* user_data, const char* id, int32_t status, const char* result_json, size_t length)
 transfer_done_fn = CFUNCTYPE(None, c_void_p, c_char_p, c_int32, c_char_p, c_size_t)
+# int (*)(const char* name, double value, void* user_data)
+tune_apply_fn = CFUNCTYPE(c_int, c_char_p, c_double, c_void_p)
 
 _P = POINTER
 _cstr_out = _P(c_char_p)          # const char** (borrowed)
@@ -443,6 +447,28 @@ PROTOTYPES = {
     "cohort_membership_from_role": (_STATUS, [c_char_p, c_char_p, c_char_p, c_char_p, c_char_p,
                                               _P(membership_p)]),
     "cohort_membership_role": (_STATUS, [membership_p, _cstr_out]),
+
+    # autotuning
+    "cohort_comm_tuning": (_STATUS, [comm_p, c_char_p, _P(c_uint64)]),
+    "cohort_comm_set_tuning": (_STATUS, [comm_p, c_char_p, c_uint64]),
+    "cohort_autotune_options_create": (_STATUS, [_P(autotune_options_p)]),
+    "cohort_autotune_options_destroy": (None, [autotune_options_p]),
+    "cohort_autotune_options_set_job_id": (_STATUS, [autotune_options_p, c_char_p]),
+    "cohort_autotune_options_set_search": (_STATUS, [autotune_options_p, c_int32]),
+    "cohort_autotune_options_set_steps": (_STATUS, [autotune_options_p, c_int32, c_int32, c_int32,
+                                                    c_int32]),
+    "cohort_autotune_options_set_max_seconds": (_STATUS, [autotune_options_p, c_double]),
+    "cohort_autotune_options_set_state_file": (_STATUS, [autotune_options_p, c_char_p]),
+    "cohort_autotune_options_fix": (_STATUS, [autotune_options_p, c_char_p, c_double]),
+    "cohort_autotune_options_add_parameter": (_STATUS, [autotune_options_p, c_char_p, _P(c_double),
+                                                        c_size_t, c_double, c_int32, tune_apply_fn,
+                                                        c_void_p]),
+    "cohort_autotuner_create": (_STATUS, [comm_p, autotune_options_p, _P(autotuner_p)]),
+    "cohort_autotuner_destroy": (None, [autotuner_p]),
+    "cohort_autotuner_step": (_STATUS, [autotuner_p, c_double, _P(c_int32), _P(c_int32)]),
+    "cohort_autotuner_value": (_STATUS, [autotuner_p, c_char_p, _P(c_double)]),
+    "cohort_autotuner_step_bound": (_STATUS, [autotuner_p, _P(c_int64)]),
+    "cohort_autotuner_report": (_STATUS, [autotuner_p, _owned_out, _P(c_size_t)]),
 }
 
 _lock = threading.Lock()

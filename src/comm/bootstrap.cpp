@@ -39,6 +39,7 @@ std::string endpoint_text(const tcp::endpoint& ep) {
 
 Communicator::Impl::Impl(const CommOptions& given) : options(with_env_defaults(given)) {
     check_options(options);
+    tuning = options.tuning;
     // The certificates are checked first, even alone, so a bad file is an
     // error at once rather than after the other ranks have been waited for.
     std::shared_ptr<const comm::TlsContext> tls;
@@ -68,7 +69,7 @@ Communicator::Impl::Impl(const CommOptions& given) : options(with_env_defaults(g
     // second communicator on the same store never reads the first's keys.
     auto job = scoped_store(store, fmt::format("cohort/{}/{}/", options.job_id, options.generation));
     const int64_t instance = job->add(fmt::format("instances/{}", rank), 1);
-    auto scoped = scoped_store(job, fmt::format("{}/", instance));
+    scoped = scoped_store(job, fmt::format("{}/", instance));
 
     // Where the address came from, for messages: the option or its variable.
     const auto chosen = comm::choose_listen_address(

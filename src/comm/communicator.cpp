@@ -56,6 +56,16 @@ uint64_t fnv1a(uint64_t h, const void* data, std::size_t n) {
     return h;
 }
 
+// OpSignature::cuts of a shared-memory all-reduce: 0 for the default cuts,
+// else 24 bits of a hash of them, never 0.
+uint32_t cuts_of(const CommTuning& t) {
+    const CommTuning defaults;
+    if (t.pipeline_chunk == defaults.pipeline_chunk && t.shm_single_round_max == defaults.shm_single_round_max)
+        return 0;
+    const uint64_t values[2] = {t.pipeline_chunk, t.shm_single_round_max};
+    return static_cast<uint32_t>(fnv1a(1469598103934665603ull, values, sizeof values) % 0xFFFFFFu) + 1;
+}
+
 }  // namespace
 
 const char* algorithm_name(Algorithm a) noexcept {
@@ -87,12 +97,11 @@ const char* transport_name(Transport t) noexcept {
     return i < std::size(kTransportNames) ? kTransportNames[i].data() : "unknown";
 }
 
-Algorithm Communicator::Impl::resolve(Algorithm requested, std::size_t bytes) const {
+Algorithm Communicator::Impl::resolve(Algorithm requested, std::size_t bytes, const CommTuning& t) const {
     if (requested != Algorithm::automatic) return requested;
     if (shm_everyone) return Algorithm::shared_memory;
-    if (options.size <= 2 && bytes > (std::size_t(64) << 10)) return Algorithm::ring;
-    if (bytes <= (std::size_t(64) << 10)) return Algorithm::doubling;
-    if (multi_rank_host && host_count > 1) return Algorithm::hierarchical;
+    if (bytes <= t.doubling_max) return Algorithm::doubling;
+    if (multi_rank_host && host_count > 1 && bytes >= t.hierarchical_min) return Algorithm::hierarchical;
     return Algorithm::ring;
 }
 
@@ -100,6 +109,7 @@ void Communicator::Impl::begin(OpSignature op, const CallOptions& call) {
     op.seq = ++seq;
     const auto timeout = timeout_of(call);
     engine->begin(op, detail::deadline_after(timeout), timeout);
+    engine->set_reduce_piece(current_tuning().pipeline_chunk);
 }
 
 Communicator::Communicator(const CommOptions& options) : impl_(std::make_unique<Impl>(options)) {}
@@ -113,7 +123,16 @@ const std::vector<std::string>& Communicator::hosts() const { return impl_->host
 bool Communicator::broken() const { return impl_->engine->broken(); }
 std::string Communicator::broken_reason() const { return impl_->engine->broken_reason(); }
 std::vector<int> Communicator::dead_ranks() const { return impl_->engine->dead_ranks(); }
-Algorithm Communicator::choose(std::size_t bytes) const { return impl_->resolve(Algorithm::automatic, bytes); }
+Algorithm Communicator::choose(std::size_t bytes) const {
+    return impl_->resolve(Algorithm::automatic, bytes, impl_->current_tuning());
+}
+CommTuning Communicator::tuning() const { return impl_->current_tuning(); }
+void Communicator::set_tuning(const CommTuning& tuning) {
+    check_tuning(tuning);
+    std::lock_guard lock(impl_->tuning_mutex);
+    impl_->tuning = tuning;
+}
+std::shared_ptr<Store> Communicator::store() const { return impl_->scoped; }
 const std::vector<Transport>& Communicator::transports() const { return impl_->transports; }
 
 std::string Communicator::describe() const {
@@ -179,7 +198,8 @@ std::function<void()> allreduce_op(Communicator::Impl& impl, const void* in, voi
         throw Error(Errc::invalid_argument,
                     "allreduce: in and out overlap without being the same buffer (pass the "
                     "same pointer twice to reduce in place)");
-    const Algorithm algorithm = impl.resolve(call.algorithm, bytes);
+    const CommTuning tuning = impl.current_tuning();
+    const Algorithm algorithm = impl.resolve(call.algorithm, bytes, tuning);
     if (algorithm == Algorithm::shared_memory && !impl.shm_everyone && impl.options.size > 1)
         throw Error(Errc::invalid_argument,
                     fmt::format("allreduce: algorithm shm needs every rank in one host's shared memory, and {}; use "
@@ -187,12 +207,18 @@ std::function<void()> allreduce_op(Communicator::Impl& impl, const void* in, voi
                                 !impl.shm_unavailable.empty()
                                     ? "this host's ranks share none: " + impl.shm_unavailable
                                     : fmt::format("the ranks are on {} hosts", impl.host_count)));
-    return [&impl, in, out, count, dtype, op, call, algorithm, aux] {
+    const bool through_shm =
+        impl.shm && (algorithm == Algorithm::shared_memory || algorithm == Algorithm::hierarchical);
+    const uint32_t cuts = through_shm ? cuts_of(tuning) : 0;
+    return [&impl, in, out, count, dtype, op, call, algorithm, aux, tuning, cuts] {
         OpSignature sig{OpKind::allreduce, static_cast<uint8_t>(dtype), static_cast<uint8_t>(op),
-                        static_cast<uint8_t>(algorithm), 0, 0, count, aux};
+                        static_cast<uint8_t>(algorithm), 0, 0, count, aux, cuts};
         impl.begin(sig, call);
         auto& engine = *impl.engine;
-        const auto r = reduction(in, out, count, dtype, op, impl.options.size);
+        engine.set_reduce_piece(tuning.pipeline_chunk);
+        auto r = reduction(in, out, count, dtype, op, impl.options.size);
+        r.single_round = tuning.shm_single_round_max;
+        r.chunk = tuning.pipeline_chunk;
         switch (algorithm) {
             case Algorithm::star: comm::allreduce_star(engine, r); break;
             case Algorithm::doubling: comm::allreduce_doubling(engine, r); break;
@@ -249,7 +275,7 @@ void Communicator::allreduce_named(std::map<std::string, Tensor>& tensors, Reduc
         const uint64_t meta[2] = {t.data.size(), static_cast<uint64_t>(t.dtype)};
         aux = fnv1a(fnv1a(aux, name.data(), name.size() + 1), meta, sizeof meta);
     }
-    const std::size_t threshold = std::max<std::size_t>(impl_->options.fusion_threshold, 1);
+    const std::size_t threshold = std::max<std::size_t>(impl_->current_tuning().fusion_threshold, 1);
     std::vector<std::byte> fusion;
     auto it = tensors.begin();
     while (it != tensors.end()) {

@@ -42,10 +42,17 @@ struct Communicator::Impl {
     }
     // Opens operation number ++seq on the engine.
     void begin(comm::OpSignature op, const CallOptions& call);
-    Algorithm resolve(Algorithm requested, std::size_t bytes) const;
+    Algorithm resolve(Algorithm requested, std::size_t bytes, const CommTuning& tuning) const;
+    CommTuning current_tuning() const {
+        std::lock_guard lock(tuning_mutex);
+        return tuning;
+    }
 
     CommOptions options;
     std::shared_ptr<Store> store;  // kept: rank 0 may be hosting it
+    std::shared_ptr<Store> scoped;  // this communicator's own keys (Communicator::store)
+    mutable std::mutex tuning_mutex;
+    CommTuning tuning;  // guarded by tuning_mutex: what the next operation uses
     std::vector<std::string> hosts;
     bool multi_rank_host = false;  // some host runs more than one rank
     std::size_t host_count = 1;

@@ -184,9 +184,6 @@ namespace {
 constexpr std::size_t kDirectMinimum = std::size_t(64) << 10;
 // Copied and reduced piece by piece so the reduction reads from cache.
 constexpr std::size_t kDirectChunk = std::size_t(512) << 10;
-// A TCP receive that reduces is read and reduced in pieces of this size: a
-// multiple of every element size, small enough to stay in L2.
-constexpr std::size_t kReducePiece = std::size_t(128) << 10;
 
 void put64(unsigned char* at, uint64_t value) {
     for (int i = 0; i < 8; ++i) at[i] = static_cast<unsigned char>(value >> (8 * i));
@@ -462,7 +459,8 @@ void Engine::read_payload(Peer& peer, const FrameHeader& header) {
 }
 
 // Reads the current frame up to `frame_end` (an offset in the transfer). A
-// receive that reduces takes it in pieces of kReducePiece, handing each to
+// receive that reduces takes it in pieces of reduce_piece_ (128 KiB unless
+// tuned: small enough to stay in L2), handing each to
 // on_chunk as it lands: the reduction of one piece then overlaps the
 // arrival of the next, and reads from cache, where a whole frame (up to
 // max_frame) would be reduced only after its last byte. The frames on the
@@ -470,7 +468,7 @@ void Engine::read_payload(Peer& peer, const FrameHeader& header) {
 void Engine::read_piece(Peer& peer, std::size_t frame_end) {
     Transfer& t = *peer.recv;
     const std::size_t length =
-        t.on_chunk ? std::min(kReducePiece, frame_end - peer.recv_done) : frame_end - peer.recv_done;
+        t.on_chunk ? std::min(reduce_piece_, frame_end - peer.recv_done) : frame_end - peer.recv_done;
     ++peer.reads;
     asio::async_read(peer.link, asio::buffer(t.data + peer.recv_done, length),
                      [this, p = &peer, length, frame_end](const error_code& ec, std::size_t) {

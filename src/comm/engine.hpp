@@ -89,6 +89,10 @@ public:
     // Fails the operation because `rank`, which it still needs, is gone.
     [[noreturn]] void fail_gone(int rank);
 
+    // The piece a TCP receive that reduces is read and reduced in
+    // (CommTuning::pipeline_chunk): a multiple of every element size.
+    void set_reduce_piece(std::size_t bytes) { reduce_piece_ = bytes; }
+
     // A scratch buffer of at least `bytes`; `slot` 0 or 1.
     std::byte* scratch(std::size_t bytes, int slot = 0);
 
@@ -134,6 +138,7 @@ private:
     std::unique_ptr<boost::asio::io_context> io_;
     std::vector<std::unique_ptr<Peer>> peers_;
     std::size_t max_frame_;
+    std::size_t reduce_piece_ = std::size_t(128) << 10;
 
     OpSignature op_;
     Clock::time_point deadline_{};

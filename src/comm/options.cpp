@@ -80,6 +80,18 @@ CommOptions with_env_defaults(CommOptions options) {
     return options;
 }
 
+void check_tuning(const CommTuning& t) {
+    auto bad = [](std::string what) { throw Error(Errc::invalid_argument, "communicator: tuning." + what); };
+    constexpr std::size_t kMax = std::size_t(64) << 20;
+    // The fusion threshold keeps its old words: programs match on them.
+    if (t.fusion_threshold == 0) throw Error(Errc::invalid_argument, "communicator: fusion_threshold must be at least 1 byte");
+    if (t.pipeline_chunk < 4096 || t.pipeline_chunk > kMax || t.pipeline_chunk % 8 != 0)
+        bad(fmt::format("pipeline_chunk {} must be a multiple of 8 from 4096 to {} bytes (4 KiB..64 MiB)",
+                        t.pipeline_chunk, kMax));
+    if (t.shm_single_round_max > kMax)
+        bad(fmt::format("shm_single_round_max {} is above 64 MiB ({} bytes)", t.shm_single_round_max, kMax));
+}
+
 void check_options(const CommOptions& o, bool world) {
     auto bad = [](std::string what) { throw Error(Errc::invalid_argument, "communicator: " + what); };
     if (world) {
@@ -97,7 +109,7 @@ void check_options(const CommOptions& o, bool world) {
     if (o.connect_timeout.count() <= 0 || o.connect_timeout > kLongestTimeout)
         bad(fmt::format("the connect timeout must be positive and at most a year ({} ms), not {} ms", longest,
                         o.connect_timeout.count()));
-    if (o.fusion_threshold == 0) bad("fusion_threshold must be at least 1 byte");
+    check_tuning(o.tuning);
     const int tls_files = !o.tls_ca.empty() + !o.tls_cert.empty() + !o.tls_key.empty();
     if (tls_files != 0 && tls_files != 3)
         bad(fmt::format("TLS needs tls_ca, tls_cert and tls_key together ($COHORT_TLS_CA, $COHORT_TLS_CERT, "

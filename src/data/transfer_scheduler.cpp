@@ -484,4 +484,22 @@ TransferStats TransferScheduler::stats() const {
     return out;
 }
 
+void TransferScheduler::set_prefetch_depth(std::size_t depth) {
+    if (depth == 0)
+        throw Error(Errc::invalid_argument,
+                    "TransferScheduler: set_prefetch_depth: the depth must be at least 1 (reduce_prefetch scales it "
+                    "down; a factor of 0 stops prefetching)");
+    {
+        std::lock_guard lock(impl_->mutex);
+        impl_->options.prefetch_depth = depth;
+    }
+    // A deeper limit may let a waiting prefetch start now.
+    impl_->dispatcher_wake.notify_all();
+}
+
+std::size_t TransferScheduler::prefetch_depth() const {
+    std::lock_guard lock(impl_->mutex);
+    return impl_->options.prefetch_depth;
+}
+
 }  // namespace cohort

@@ -193,7 +193,7 @@ TEST(AllreduceNamed, FusesTensorsAndReducesEachOne) {
     std::vector<ReductionCase> cases;
     for (const auto& s : specs) cases.push_back(make_case(rng, s.dtype, ReduceOp::sum, s.count, n));
     World world;
-    world.configure = [](int, CommOptions& o) { o.fusion_threshold = 4096; };
+    world.configure = [](int, CommOptions& o) { o.tuning.fusion_threshold = 4096; };
     Problems problems;
     const auto outcomes = spawn_comms(n, world, [&](Communicator& comm) {
         const auto r = static_cast<std::size_t>(comm.rank());

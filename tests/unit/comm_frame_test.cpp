@@ -124,6 +124,7 @@ TEST(Frame, EncodeDecodeRoundTrip) {
         h.op.seq = rng();
         h.op.count = rng();
         h.op.aux = rng();
+        h.op.cuts = static_cast<uint32_t>(rng() & 0xFFFFFF);
         h.tag = static_cast<uint32_t>(rng());
         switch (h.kind) {
             case FrameKind::data: h.length = static_cast<uint32_t>(rng() % 4097); break;
@@ -162,6 +163,20 @@ TEST(Frame, LayoutIsLittleEndianAtFixedOffsets) {
     EXPECT_EQ(b[40], 0x24);
     EXPECT_EQ(b[44], 0x34);
     EXPECT_EQ(b[47], 0x31);
+    EXPECT_EQ(b[9], 0);  // default cuts: the bytes older versions leave zero
+    h.op.cuts = 0x616263;
+    encode(h, b);
+    EXPECT_EQ(b[9], 0x63);
+    EXPECT_EQ(b[11], 0x61);
+}
+
+// Shared memory's cuts (CommTuning) differing between ranks say so.
+TEST(Frame, DifferentCutsAreAMismatchSayingSo) {
+    OpSignature a = allreduce_sig(3, 1000), b = a;
+    b.cuts = 77;
+    const std::string why = mismatch(a, b);
+    EXPECT_NE(why.find("into other rounds than this rank (tuning.pipeline_chunk"), std::string::npos) << why;
+    EXPECT_EQ(mismatch(a, a), "");
 }
 
 TEST(Frame, BadMagicIsRejected) {

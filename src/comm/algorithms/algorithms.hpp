@@ -23,6 +23,10 @@ struct Reduction {
     ReduceOp op = ReduceOp::sum;
     std::size_t element = 4;   // bytes per element
     int avg_ranks = 1;         // the divisor for avg: every rank of the communicator
+    // Shared memory's cuts (CommTuning): reduced whole up to `single_round`
+    // bytes, else in rounds of `chunk` bytes. Every rank must agree.
+    std::size_t single_round = std::size_t(32) << 10;
+    std::size_t chunk = std::size_t(128) << 10;
 };
 
 // Element range [begin, begin + length) of part `i` of `count` cut into `parts`.

@@ -10,13 +10,13 @@
 namespace cohort::comm::shm {
 namespace {
 
-// Up to this size each rank reduces the whole message itself from every
+// Up to Reduction::single_round bytes (CommTuning::shm_single_round_max,
+// 32 KiB by default) each rank reduces the whole message itself from every
 // slot: one round, and a reading cost that small messages do not feel.
-constexpr std::size_t kWholeReduce = std::size_t(32) << 10;
-// Larger messages go in chunks of this much per rank, so the slots a round
-// touches (ranks x chunk) stay in the processors' caches.
-// 128 KiB measured best on a 2-core EPYC (32 KiB to 1 MiB tried).
-constexpr std::size_t kChunk = std::size_t(128) << 10;
+// Larger messages go in chunks of Reduction::chunk bytes per rank
+// (CommTuning::pipeline_chunk), so the slots a round touches (ranks x
+// chunk) stay in the processors' caches; 128 KiB measured best on a 2-core
+// EPYC (32 KiB to 1 MiB tried), the Autotuner searches it per job.
 
 void copy_bytes(std::byte* to, const std::byte* from, std::size_t bytes) {
     if (bytes > 0 && to != from) std::memcpy(to, from, bytes);
@@ -54,7 +54,7 @@ void rounds(Group& g, Engine& engine, std::size_t total, std::size_t piece, Fill
 void allreduce(Group& g, Engine& engine, const Reduction& r, bool finish) {
     const std::size_t es = r.element, bytes = r.count * es;
     const bool avg = finish && r.op == ReduceOp::avg;
-    if (bytes <= std::min(kWholeReduce, g.slot_bytes())) {
+    if (bytes <= std::min(r.single_round, g.slot_bytes())) {
         g.next_buffers();
         copy_bytes(g.mine(), r.in, bytes);
         g.sync(engine, true);
@@ -68,7 +68,7 @@ void allreduce(Group& g, Engine& engine, const Reduction& r, bool finish) {
     // slots every rank filled before round k - 1) from every slot, into its
     // output and back into its own slot; after round k it copies the other
     // ranks' shares of chunk k - 1 out. A drain round ends the pipeline.
-    const std::size_t per_chunk = std::min(kChunk, g.slot_bytes()) / es;
+    const std::size_t per_chunk = std::max<std::size_t>(1, std::min(r.chunk, g.slot_bytes()) / es);
     const std::size_t chunks = (r.count + per_chunk - 1) / per_chunk;
     const int n = g.size(), me = g.me();
     for (std::size_t k = 0; k <= chunks; ++k) {

@@ -68,6 +68,9 @@ void encode(const FrameHeader& h, FrameBytes& out) noexcept {
     p[6] = h.op.dtype;
     p[7] = h.op.reduce_op;
     p[8] = h.op.algorithm;
+    p[9] = static_cast<unsigned char>(h.op.cuts);
+    p[10] = static_cast<unsigned char>(h.op.cuts >> 8);
+    p[11] = static_cast<unsigned char>(h.op.cuts >> 16);
     put<uint32_t>(p + 12, h.op.root);
     put<uint64_t>(p + 16, h.op.seq);
     put<uint64_t>(p + 24, h.op.count);
@@ -90,6 +93,7 @@ FrameHeader decode(const FrameBytes& bytes, std::size_t max_payload) {
     h.op.dtype = p[6];
     h.op.reduce_op = p[7];
     h.op.algorithm = p[8];
+    h.op.cuts = uint32_t(p[9]) | uint32_t(p[10]) << 8 | uint32_t(p[11]) << 16;
     h.op.root = get<uint32_t>(p + 12);
     h.op.seq = get<uint64_t>(p + 16);
     h.op.count = get<uint64_t>(p + 24);
@@ -117,6 +121,11 @@ std::string mismatch(const OpSignature& expected, const OpSignature& got) {
     if (expected == got) return "";
     if (expected.seq != got.seq)
         return fmt::format("it is at {} while this rank is at {}", describe(got), describe(expected));
+    if (expected.cuts != got.cuts && expected.kind == got.kind && expected.count == got.count &&
+        expected.algorithm == got.algorithm)
+        return fmt::format("it cuts {} into other rounds than this rank (tuning.pipeline_chunk or "
+                           "tuning.shm_single_round_max differ: give every rank the same set_tuning)",
+                           describe(got));
     if (expected.aux != got.aux && expected.kind == got.kind && expected.count == got.count)
         return fmt::format("it called {} with other tensor names, sizes or types than this rank", describe(got));
     return fmt::format("it called {} while this rank called {}", describe(got), describe(expected));

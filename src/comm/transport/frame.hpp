@@ -37,6 +37,10 @@ struct OpSignature {
     uint64_t seq = 0;    // the operation's number on this communicator, from 1
     uint64_t count = 0;  // elements (bytes for broadcast and allgather)
     uint64_t aux = 0;    // named all-reduce: a hash of the names, sizes and types
+    // Shared-memory all-reduce: 24 bits naming how the message is cut into
+    // rounds (CommTuning's pipeline_chunk and shm_single_round_max); 0 for
+    // the default cuts, so peers of a version without it still agree.
+    uint32_t cuts = 0;
 
     bool operator==(const OpSignature&) const = default;
 };
