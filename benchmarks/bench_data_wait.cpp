@@ -27,7 +27,7 @@
 // modelled storage link, since the page cache alone serves at memory speed.
 //
 //   build/benchmarks/bench_data_wait [--seconds 240] [--scale 0.05]
-//       [--seed 1] [--depth 4] [--link-mbps 100] [--hold-below 10]
+//       [--seed 1] [--depth 4] [--link-mbps 100] [--hold-below 10] [--aging 1]
 //       [--configs a,b,c0,c] [--rules PATH] [--dir DIR] [--json]
 #include <cohort/error.hpp>
 #include <cohort/gpu_monitor.hpp>
@@ -78,6 +78,7 @@ struct Options {
     std::size_t depth = 4;    // the loaders' prefetch depth (batches)
     double link_mbps = 100;   // MB/s per I/O thread; 0: no modelled link
     int hold_below = 10;      // c: the thermal hold applies below this priority
+    double aging = 1.0;       // c0, c: priority gained per scenario second waited (shipped: 1 per second)
     std::vector<std::string> configs = {"a", "b", "c0", "c"};
     fs::path rules = fs::path(COHORT_RULES_DIR) / "gpu_io.yaml";
     std::string dir;
@@ -448,7 +449,7 @@ Result run_config(const Options& o, const Files& files, const Config& config) {
     to.prefetch_depth = kSchedulerDepth;
     if (config.priorities) {
         to.registry = &registry;
-        to.aging_per_second = 1.0 / o.scale;  // the shipped 1 per second, in scenario seconds
+        to.aging_per_second = o.aging / o.scale;  // per scenario second, as the rules' durations
     }
     if (config.policy) to.policy = scaled_policy(monitor, o.scale, config.hold_below);
 
@@ -553,21 +554,22 @@ Options parse(int argc, char** argv) {
         const std::string flag = argv[i];
         if (flag == "--help" || flag == "-h") {
             std::printf("usage: bench_data_wait [--seconds S] [--scale X] [--seed N] [--depth D] [--link-mbps M]\n"
-                        "       [--hold-below P] [--configs a,b,c0,c] [--rules PATH] [--dir DIR] [--json]\n"
+                        "       [--hold-below P] [--aging A] [--configs a,b,c0,c] [--rules PATH] [--dir DIR] [--json]\n"
                         "  --seconds   scenario length in scenario seconds (default 240)\n"
                         "  --scale     real seconds per scenario second (default 0.05: 240 s run in 12 s)\n"
                         "  --depth     the loaders' prefetch depth in batches (default 4)\n"
                         "  --link-mbps modelled MB/s per I/O thread (default 100; 0: page cache speed)\n"
-                        "  --hold-below  c: the thermal hold applies to transfers below this priority (default 10)\n");
+                        "  --hold-below  c: the thermal hold applies to transfers below this priority (default 10)\n"
+                        "  --aging     c0, c: priority a queued transfer gains per scenario second (default 1)\n");
             std::exit(0);
         }
         if (flag == "--json") {
             o.json = true;
             continue;
         }
-        static const std::array<std::string_view, 9> kValued = {"--seconds", "--scale",      "--seed",
+        static const std::array<std::string_view, 10> kValued = {"--seconds", "--scale",      "--seed",
                                                                 "--depth",   "--link-mbps",  "--hold-below",
-                                                                "--configs", "--rules",      "--dir"};
+                                                                "--configs", "--rules",      "--dir", "--aging"};
         if (std::find(kValued.begin(), kValued.end(), flag) == kValued.end())
             throw UsageError("unknown flag '" + flag + "'; see --help");
         if (i + 1 >= argc) throw UsageError(flag + " needs a value; see --help");
@@ -600,6 +602,9 @@ Options parse(int argc, char** argv) {
         } else if (flag == "--link-mbps") {
             o.link_mbps = number(flag, value);
             if (o.link_mbps < 0) throw UsageError("--link-mbps must be 0 (no modelled link) or more");
+        } else if (flag == "--aging") {
+            o.aging = number(flag, value);
+            if (!(o.aging > 0)) throw UsageError("--aging must be more than 0 (or a transfer could starve)");
         } else if (flag == "--hold-below") {
             const double v = number(flag, value);
             if (v != std::floor(v) || std::fabs(v) > 1e9) throw UsageError("--hold-below must be a whole number");
