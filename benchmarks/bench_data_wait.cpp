@@ -19,10 +19,11 @@
 //       rules/gpu_io.yaml through monitor_policy(monitor), the loaders
 //       following the prefetch factor at the advised depth;
 //   c   c0 with the thermal hold applied to the transfers below priority
-//       --hold-below (the background job's), docs/benchmarks.md says why.
+//       --hold-below (the background job's): held through the hot window,
+//       every training loop stalls (docs/benchmarks.md has the figures).
 // The GPU timeline and the rules' durations run --scale times real time
-// (a 30 s hold holds 30 x scale s); the I/O and the training steps run in
-// real time. Each transfer reads its bytes with pread and then holds its
+// (a 30 s hold holds 30 x scale s); the I/O, the training steps and the
+// scheduler's aging run in real time. Each transfer reads its bytes with pread and then holds its
 // I/O thread until bytes / --link-mbps have passed since it started: a
 // modelled storage link, since the page cache alone serves at memory speed.
 //
