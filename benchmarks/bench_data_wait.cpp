@@ -16,11 +16,14 @@
 //       memory, 0.3 above 90 %, delay_transfer 30 s above 87 °C, for every
 //       transfer alike; the loaders follow the prefetch factor;
 //   c0  cohort as shipped: the workloads' priorities with aging, the shipped
-//       rules/gpu_io.yaml through monitor_policy(monitor), the loaders
-//       following the prefetch factor at the advised depth;
-//   c   c0 with the thermal hold applied to the transfers below priority
-//       --hold-below (the background job's): held through the hot window,
-//       every training loop stalls (docs/benchmarks.md has the figures).
+//       rules/gpu_io.yaml through monitor_policy(monitor), each loop's depth
+//       from the DataAdvisor (its measured data wait and hit rate, once a
+//       second), following the prefetch factor;
+//   cf  c0 with the thermal hold applied to the transfers below priority
+//       --hold-below (the background job's; held through the hot window,
+//       every training loop stalls: docs/benchmarks.md has the figures),
+//       at the fixed --depth;
+//   c   cf with the DataAdvisor's depth.
 // The GPU timeline and the rules' durations run --scale times real time
 // (a 30 s hold holds 30 x scale s); the I/O, the training steps and the
 // scheduler's aging run in real time. Each transfer reads its bytes with pread and then holds its
@@ -29,10 +32,15 @@
 //
 //   build/benchmarks/bench_data_wait [--seconds 240] [--scale 0.05]
 //       [--seed 1] [--depth 4] [--link-mbps 100] [--hold-below 10] [--aging 1]
-//       [--configs a,b,c0,c] [--rules PATH] [--dir DIR] [--json]
+//       [--configs a,b,c0,cf,c] [--rules PATH] [--dir DIR] [--json]
+#include <cohort/data_advisor.hpp>
+#include <cohort/dataset.hpp>
 #include <cohort/error.hpp>
 #include <cohort/gpu_monitor.hpp>
 #include <cohort/gpu_probe.hpp>
+#include <cohort/sharding.hpp>
+#include <cohort/shards.hpp>
+#include <cohort/topology.hpp>
 #include <cohort/transfers.hpp>
 #include <cohort/workloads.hpp>
 
@@ -50,6 +58,7 @@
 #include <fstream>
 #include <future>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -78,9 +87,9 @@ struct Options {
     uint64_t seed = 1;
     std::size_t depth = 4;    // the loaders' prefetch depth (batches)
     double link_mbps = 100;   // MB/s per I/O thread; 0: no modelled link
-    int hold_below = 10;      // c: the thermal hold applies below this priority
-    double aging = 1.0;       // c0, c: priority a queued transfer gains per second waited (the shipped default)
-    std::vector<std::string> configs = {"a", "b", "c0", "c"};
+    int hold_below = 10;      // cf, c: the thermal hold applies below this priority
+    double aging = 1.0;       // c0, cf, c: priority a queued transfer gains per second waited (the shipped default)
+    std::vector<std::string> configs = {"a", "b", "c0", "cf", "c"};
     fs::path rules = fs::path(COHORT_RULES_DIR) / "gpu_io.yaml";
     std::string dir;
     bool json = false;
@@ -240,22 +249,61 @@ struct Config {
     bool seed_rules = false;   // b's pack instead of the shipped one
     bool policy = false;
     int hold_below = INT_MAX;  // the thermal hold applies below this priority
+    bool advisor = false;      // the loaders' depth from the DataAdvisor, else --depth
 };
 
 std::optional<Config> config_named(const std::string& name, const Options& o) {
-    if (name == "a") return Config{"a", "a. fixed depth, FIFO", false, false, false, false, INT_MAX};
-    if (name == "b") return Config{"b", "b. seed's fixed rules, FIFO", false, true, true, true, INT_MAX};
-    if (name == "c0") return Config{"c0", "c0. cohort, shipped pack as is", true, true, false, true, INT_MAX};
-    if (name == "c") return Config{"c", "c. cohort, hold below priority " + std::to_string(o.hold_below), true, true, false,
-                                   true, o.hold_below};
+    const std::string below = std::to_string(o.hold_below);
+    if (name == "a") return Config{"a", "a. fixed depth, FIFO", false, false, false, false, INT_MAX, false};
+    if (name == "b") return Config{"b", "b. seed's fixed rules, FIFO", false, true, true, true, INT_MAX, false};
+    if (name == "c0") return Config{"c0", "c0. cohort, shipped pack as is", true, true, false, true, INT_MAX, true};
+    if (name == "cf")
+        return Config{"cf", "cf. cohort, hold below " + below + ", fixed depth", true, true, false, true, o.hold_below,
+                      false};
+    if (name == "c")
+        return Config{"c", "c. cohort, hold below " + below + ", advised depth", true, true, false, true, o.hold_below,
+                      true};
     return std::nullopt;
 }
 
-// The loaders' prefetch depth for c: the place of DataAdvisor's
-// recommendation (issue 20). Today the fixed choice every configuration has.
-std::size_t advised_prefetch_depth(const Job&, const Options& o) {
-    return o.depth;
-}
+// The DataAdvisor's prefetch depth for one training job: its dataset file as
+// the one shard of a one-node plan, all-reduce steps, a batch a sample, and
+// what the loop measured so far (its data wait over its time, the share of
+// batches that were ready when asked for, its step time).
+class JobAdvisor {
+public:
+    JobAdvisor(const Job& job, const fs::path& file) : plan_(make_plan(job, file)) {
+        options_.style = cohort::CollectiveStyle::allreduce;
+        options_.batch_size = 1;
+        options_.sample_bytes = job.batch;
+        options_.memory_budget_bytes = kAdvisorBudget;
+        options_.access = job.access;
+    }
+    std::size_t depth(const std::optional<cohort::DataMeasurement>& measured, std::string& reason) {
+        cohort::DataAdvisorOptions o = options_;
+        if (measured) o.measurements.job = *measured;
+        const cohort::DataAdvice advice = cohort::DataAdvisor(o).advise(plan_);
+        reason = advice.prefetch_reason;
+        return advice.prefetch_batches;
+    }
+
+    static constexpr uint64_t kAdvisorBudget = 256 * kMiB;  // per job: prefetch and cache
+
+private:
+    static cohort::ShardPlan make_plan(const Job& job, const fs::path& file) {
+        cohort::Dataset dataset;
+        dataset.add({file.string(), job.file_bytes, job.file_bytes / job.batch});
+        cohort::Topology node;
+        cohort::Node n;
+        n.id = "node-0";
+        node.add(n);
+        return cohort::ShardPlan::create(cohort::ShardSet::split(dataset, {.shard_count = 1}), node);
+    }
+    cohort::ShardPlan plan_;
+    cohort::DataAdvisorOptions options_;
+};
+// How often a loop gives the advisor its measurements and takes its depth.
+constexpr double kAdviseEvery = 1.0;
 
 // The rule pack's durations are in scenario seconds; the scheduler's holds
 // are real ones. The thermal hold is dropped for transfers at or above
@@ -280,6 +328,9 @@ struct Result {
     std::array<uint64_t, kJobs.size()> misses{};   // batches done after the step that needs them began
     std::array<std::vector<double>, kJobs.size() + 1> latency_ms;  // submit to done
     uint64_t bytes = 0, pressure_bytes = 0;
+    // The loops' prefetch depth: the last and the largest, and why.
+    std::array<std::size_t, kJobs.size()> depth_last{}, depth_max{};
+    std::array<std::string, kJobs.size()> depth_reason;
     uint64_t failures = 0;
     std::string first_failure;
     cohort::TransferStats stats;
@@ -342,6 +393,13 @@ struct Run {
         return scheduler->submit(std::move(r));
     }
 
+    void record_depth(std::size_t w, std::size_t depth, const std::string& reason) {
+        std::lock_guard lock(mutex);
+        result.depth_last[w] = depth;
+        result.depth_max[w] = std::max(result.depth_max[w], depth);
+        result.depth_reason[w] = reason;
+    }
+
     static cohort::TransferResult await(std::future<cohort::TransferResult>& f) {
         if (f.wait_for(std::chrono::seconds(120)) != std::future_status::ready)
             throw std::runtime_error("a transfer was not done within 120 s: the scheduler is stuck");
@@ -351,11 +409,21 @@ struct Run {
     // A training loop: a prefetch queue of `depth` batches (fewer while the
     // scheduler's prefetch factor is below 1, when it follows it); each step
     // takes the next batch, waiting if it is not read yet, then computes.
-    void loader(std::size_t w, std::size_t depth) {
+    void loader(std::size_t w) {
         const Job& job = kJobs[w];
-        std::vector<std::vector<std::byte>> pool(depth, std::vector<std::byte>(job.batch));
+        std::optional<JobAdvisor> advisor;
+        std::size_t depth = o.depth;
+        std::string reason;
+        if (config.advisor) {
+            advisor.emplace(job, files.datasets[w]);
+            depth = advisor->depth(std::nullopt, reason);
+        }
+        record_depth(w, depth, reason);
+        std::vector<std::unique_ptr<std::vector<std::byte>>> pool;
         std::vector<std::size_t> free_slots;
-        for (std::size_t i = 0; i < depth; ++i) free_slots.push_back(i);
+        uint64_t taken = 0, ready = 0;
+        double waited_total = 0;
+        auto advise_at = start + dur(kAdviseEvery);
         struct InFlight {
             std::future<cohort::TransferResult> done;
             std::size_t slot;
@@ -373,12 +441,16 @@ struct Run {
             }
             while (queue.size() < want) {
                 const uint64_t index = job.access == cohort::AccessPattern::random ? rng() % batches : next++ % batches;
+                if (free_slots.empty()) {
+                    free_slots.push_back(pool.size());
+                    pool.push_back(std::make_unique<std::vector<std::byte>>(job.batch));
+                }
                 const std::size_t slot = free_slots.back();
                 free_slots.pop_back();
                 // Needed once the batches before it are used, one step each;
                 // with none before it, the loop waits for it: not a prefetch.
                 const auto needed = Clock::now() + step * static_cast<int64_t>(queue.size());
-                queue.push_back({submit(w, job.id, files.datasets[w], index * job.batch, job.batch, pool[slot],
+                queue.push_back({submit(w, job.id, files.datasets[w], index * job.batch, job.batch, *pool[slot],
                                         !queue.empty(), "dataset", needed),
                                  slot});
             }
@@ -394,6 +466,18 @@ struct Run {
                 ++result.steps[w];
             }
             if (r.code != cohort::Errc::ok) break;
+            ++taken;
+            if (waited < 1e-3) ++ready;
+            waited_total += waited;
+            if (advisor && Clock::now() >= advise_at) {
+                cohort::DataMeasurement m;
+                m.data_wait_fraction = std::min(1.0, waited_total / secs(Clock::now() - start));
+                m.prefetch_hit_rate = double(ready) / double(taken);
+                m.step_time = job.step_seconds;
+                depth = advisor->depth(m, reason);
+                record_depth(w, depth, reason);
+                advise_at += dur(kAdviseEvery);
+            }
             std::this_thread::sleep_for(step);  // the compute step
         }
         for (InFlight& f : queue) await(f.done);
@@ -474,10 +558,7 @@ Result run_config(const Options& o, const Files& files, const Config& config) {
                 }
             });
         };
-        for (std::size_t w = 0; w < kJobs.size(); ++w) {
-            const std::size_t depth = config.name.starts_with("c") ? advised_prefetch_depth(kJobs[w], o) : o.depth;
-            guarded(w, [&run, w, depth] { run.loader(w, depth); });
-        }
+        for (std::size_t w = 0; w < kJobs.size(); ++w) guarded(w, [&run, w] { run.loader(w); });
         guarded(kJobs.size(), [&run] { run.background(); });
         guarded(kJobs.size() + 1, [&run] { run.model_reads(); });
         for (std::thread& t : threads) t.join();
@@ -523,7 +604,7 @@ void print_json(const Options& o, const std::vector<Config>& configs, const std:
                     "%.4f, \"total\": %.4f, \"in_pressure\": %.4f}, \"hi_latency_ms\": {\"p50\": %.3f, \"p99\": %.3f, \"max\": %.3f}, \"background_p99_ms\": %.3f, \"misses\": %llu, "
                     "\"pressure_bytes\": %llu, \"bytes\": %llu, \"memory_pressure_events\": %llu, "
                     "\"temperature_events\": %llu, \"delayed\": %llu, \"peak_memory_percent\": %.1f, "
-                    "\"peak_temperature\": %.1f}",
+                    "\"peak_temperature\": %.1f, \"depth\": {\"train-hi\": %zu, \"train-mid\": %zu, \"train-low\": %zu}}",
                     i ? ", " : "", configs[i].name.c_str(), r.wait[0], r.wait[1], r.wait[2], r.total_wait(),
                     r.pressure_wait, percentile(r.latency_ms[0], 0.5), percentile(r.latency_ms[0], 0.99),
                     percentile(r.latency_ms[0], 1.0), percentile(r.latency_ms[kBackgroundIndex], 0.99),
@@ -531,7 +612,8 @@ void print_json(const Options& o, const std::vector<Config>& configs, const std:
                     static_cast<unsigned long long>(r.bytes),
                     static_cast<unsigned long long>(r.stats.memory_pressure_events),
                     static_cast<unsigned long long>(r.stats.temperature_events),
-                    static_cast<unsigned long long>(r.stats.delayed), r.peak_memory, r.peak_temperature);
+                    static_cast<unsigned long long>(r.stats.delayed), r.peak_memory, r.peak_temperature,
+                    r.depth_last[0], r.depth_last[1], r.depth_last[2]);
     }
     std::printf("], \"load_average\": \"%s\"}\n", load_average().c_str());
 }
@@ -557,13 +639,13 @@ Options parse(int argc, char** argv) {
         const std::string flag = argv[i];
         if (flag == "--help" || flag == "-h") {
             std::printf("usage: bench_data_wait [--seconds S] [--scale X] [--seed N] [--depth D] [--link-mbps M]\n"
-                        "       [--hold-below P] [--aging A] [--configs a,b,c0,c] [--rules PATH] [--dir DIR] [--json]\n"
+                        "       [--hold-below P] [--aging A] [--configs a,b,c0,cf,c] [--rules PATH] [--dir DIR] [--json]\n"
                         "  --seconds   scenario length in scenario seconds (default 240)\n"
                         "  --scale     real seconds per scenario second (default 0.05: 240 s run in 12 s)\n"
                         "  --depth     the loaders' prefetch depth in batches (default 4)\n"
                         "  --link-mbps modelled MB/s per I/O thread (default 100; 0: page cache speed)\n"
-                        "  --hold-below  c: the thermal hold applies to transfers below this priority (default 10)\n"
-                        "  --aging     c0, c: priority a queued transfer gains per second waited (default 1)\n");
+                        "  --hold-below  cf, c: the thermal hold applies to transfers below this priority (default 10)\n"
+                        "  --aging     c0, cf, c: priority a queued transfer gains per second waited (default 1)\n");
             std::exit(0);
         }
         if (flag == "--json") {
@@ -615,7 +697,7 @@ Options parse(int argc, char** argv) {
         }
     }
     for (const std::string& c : o.configs)
-        if (!config_named(c, o)) throw UsageError("--configs: unknown configuration '" + c + "' (a, b, c0 or c)");
+        if (!config_named(c, o)) throw UsageError("--configs: unknown configuration '" + c + "' (a, b, c0, cf or c)");
     if (o.seconds * o.scale > 600) throw UsageError("--seconds x --scale is over 600 s of real time a configuration");
     if (!fs::is_regular_file(o.rules))
         throw UsageError("the rule pack " + o.rules.string() + " does not exist; pass --rules PATH to gpu_io.yaml");
@@ -668,13 +750,21 @@ int main(int argc, char** argv) {
                 std::printf("%s against a: hi p99 %.2fx, total data wait %.2fx (%+.2f s)%s\n", configs[i].name.c_str(),
                             p99a > 0 ? p99 / p99a : 0.0, ra.total_wait() > 0 ? r.total_wait() / ra.total_wait() : 0.0,
                             r.total_wait() - ra.total_wait(),
-                            configs[i].name.starts_with("c")
+                            configs[i].name.starts_with('c')
                                 ? (p99 * 2 <= p99a && r.total_wait() <= 1.1 * ra.total_wait()
                                        ? "; target (p99 halved, data wait within +10 %) met"
                                        : "; target (p99 halved, data wait within +10 %) missed")
                                 : "");
             }
         }
+        std::printf("\nthe loops' prefetch depth, last (largest):\n");
+        for (std::size_t i = 0; i < configs.size(); ++i)
+            for (std::size_t w = 0; w < kJobs.size(); ++w)
+                if (configs[i].advisor)
+                    std::printf("  %s %s: %zu (%zu), %s\n", configs[i].name.c_str(), kJobs[w].id,
+                                results[i].depth_last[w], results[i].depth_max[w], results[i].depth_reason[w].c_str());
+                else if (w == 0)
+                    std::printf("  %s: --depth %zu, fixed\n", configs[i].name.c_str(), o.depth);
         std::printf("\nload average after: %s\n", load_average().c_str());
         return 0;
     } catch (const std::exception& e) {

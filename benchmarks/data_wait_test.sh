@@ -14,16 +14,19 @@ timeout 100 nice "$bin" --seconds 40 --scale 0.025 --dir "$dir" --json >"$dir/ou
 import json, sys
 out = json.load(open(sys.argv[1]))
 runs = {c["name"]: c for c in out["configs"]}
-assert sorted(runs) == ["a", "b", "c", "c0"], runs.keys()
+assert sorted(runs) == ["a", "b", "c", "c0", "cf"], runs.keys()
 for name, c in runs.items():
     assert c["peak_memory_percent"] > 90 and c["peak_temperature"] > 87, (name, c)
     assert c["bytes"] > 0 and c["hi_latency_ms"]["p50"] > 0, (name, c)
     assert c["data_wait_s"]["total"] >= 0, (name, c)
 # The anchor has no policy; the seed's rules and cohort's act on memory and heat.
 assert runs["a"]["memory_pressure_events"] == 0 and runs["a"]["delayed"] == 0, runs["a"]
-for name in ("b", "c0", "c"):
+# The fixed configurations keep --depth; the advisor's give one from 1 to 64.
+assert runs["a"]["depth"]["train-hi"] == 4 and runs["cf"]["depth"]["train-mid"] == 4, runs
+assert all(1 <= d <= 64 for d in runs["c"]["depth"].values()), runs["c"]
+for name in ("b", "c0", "cf", "c"):
     assert runs[name]["memory_pressure_events"] > 0, (name, runs[name])
-for name in ("b", "c0", "c"):
+for name in ("b", "c0", "cf", "c"):
     assert runs[name]["temperature_events"] > 0 and runs[name]["delayed"] > 0, (name, runs[name])
 PY
 check() {  # expected message, then the flags
