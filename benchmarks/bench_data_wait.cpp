@@ -32,6 +32,7 @@
 //
 //   build/benchmarks/bench_data_wait [--seconds 240] [--scale 0.05]
 //       [--seed 1] [--depth 4] [--link-mbps 100] [--hold-below 10] [--aging 1]
+//       [--style allreduce]
 //       [--configs a,b,c0,cf,c] [--rules PATH] [--dir DIR] [--json]
 #include <cohort/data_advisor.hpp>
 #include <cohort/dataset.hpp>
@@ -88,6 +89,8 @@ struct Options {
     std::size_t depth = 4;    // the loaders' prefetch depth (batches)
     double link_mbps = 100;   // MB/s per I/O thread; 0: no modelled link
     int hold_below = 10;      // cf, c: the thermal hold applies below this priority
+    // c0, c: the collective style the DataAdvisor is told (its baseline depth)
+    cohort::CollectiveStyle style = cohort::CollectiveStyle::allreduce;
     double aging = 1.0;       // c0, cf, c: priority a queued transfer gains per second waited (the shipped default)
     std::vector<std::string> configs = {"a", "b", "c0", "cf", "c"};
     fs::path rules = fs::path(COHORT_RULES_DIR) / "gpu_io.yaml";
@@ -272,8 +275,8 @@ std::optional<Config> config_named(const std::string& name, const Options& o) {
 // batches that were ready when asked for, its step time).
 class JobAdvisor {
 public:
-    JobAdvisor(const Job& job, const fs::path& file) : plan_(make_plan(job, file)) {
-        options_.style = cohort::CollectiveStyle::allreduce;
+    JobAdvisor(const Job& job, const fs::path& file, cohort::CollectiveStyle style) : plan_(make_plan(job, file)) {
+        options_.style = style;
         options_.batch_size = 1;
         options_.sample_bytes = job.batch;
         options_.memory_budget_bytes = kAdvisorBudget;
@@ -415,7 +418,7 @@ struct Run {
         std::size_t depth = o.depth;
         std::string reason;
         if (config.advisor) {
-            advisor.emplace(job, files.datasets[w]);
+            advisor.emplace(job, files.datasets[w], o.style);
             depth = advisor->depth(std::nullopt, reason);
         }
         record_depth(w, depth, reason);
@@ -639,22 +642,24 @@ Options parse(int argc, char** argv) {
         const std::string flag = argv[i];
         if (flag == "--help" || flag == "-h") {
             std::printf("usage: bench_data_wait [--seconds S] [--scale X] [--seed N] [--depth D] [--link-mbps M]\n"
-                        "       [--hold-below P] [--aging A] [--configs a,b,c0,cf,c] [--rules PATH] [--dir DIR] [--json]\n"
+                        "       [--hold-below P] [--aging A] [--style S] [--configs a,b,c0,cf,c] [--rules PATH] [--dir DIR]\n"
+                        "       [--json]\n"
                         "  --seconds   scenario length in scenario seconds (default 240)\n"
                         "  --scale     real seconds per scenario second (default 0.05: 240 s run in 12 s)\n"
                         "  --depth     the loaders' prefetch depth in batches (default 4)\n"
                         "  --link-mbps modelled MB/s per I/O thread (default 100; 0: page cache speed)\n"
                         "  --hold-below  cf, c: the thermal hold applies to transfers below this priority (default 10)\n"
-                        "  --aging     c0, cf, c: priority a queued transfer gains per second waited (default 1)\n");
+                        "  --aging     c0, cf, c: priority a queued transfer gains per second waited (default 1)\n"
+                        "  --style     c0, c: allreduce (default) or parameter_server, as the DataAdvisor is told\n");
             std::exit(0);
         }
         if (flag == "--json") {
             o.json = true;
             continue;
         }
-        static const std::array<std::string_view, 10> kValued = {"--seconds", "--scale",      "--seed",
+        static const std::array<std::string_view, 11> kValued = {"--seconds", "--scale",      "--seed",
                                                                 "--depth",   "--link-mbps",  "--hold-below",
-                                                                "--configs", "--rules",      "--dir", "--aging"};
+                                                                "--configs", "--rules",      "--dir", "--aging", "--style"};
         if (std::find(kValued.begin(), kValued.end(), flag) == kValued.end())
             throw UsageError("unknown flag '" + flag + "'; see --help");
         if (i + 1 >= argc) throw UsageError(flag + " needs a value; see --help");
@@ -687,6 +692,10 @@ Options parse(int argc, char** argv) {
         } else if (flag == "--link-mbps") {
             o.link_mbps = number(flag, value);
             if (o.link_mbps < 0) throw UsageError("--link-mbps must be 0 (no modelled link) or more");
+        } else if (flag == "--style") {
+            const auto style = cohort::parse_collective_style(value);
+            if (!style) throw UsageError("--style must be allreduce or parameter_server, not '" + value + "'");
+            o.style = *style;
         } else if (flag == "--aging") {
             o.aging = number(flag, value);
             if (!(o.aging > 0)) throw UsageError("--aging must be more than 0 (or a transfer could starve)");

@@ -40,5 +40,6 @@ check "unknown configuration 'x'" --configs a,x
 check "unknown flag '--bogus'" --bogus
 check "--depth must be a whole number, 1 to 64" --depth 0
 check "--seed needs a value" --seed
+check "--style must be allreduce or parameter_server, not 'ring'" --style ring
 check "does not exist; pass --rules PATH" --rules "$dir/none.yaml"
 echo "ok"
