@@ -34,14 +34,12 @@
 //       [--seed 1] [--depth 4] [--link-mbps 100] [--hold-below 10] [--aging 1]
 //       [--style allreduce]
 //       [--configs a,b,c0,cf,c] [--rules PATH] [--dir DIR] [--json]
+#include "data_wait_scenario.hpp"
+
 #include <cohort/data_advisor.hpp>
-#include <cohort/dataset.hpp>
 #include <cohort/error.hpp>
 #include <cohort/gpu_monitor.hpp>
 #include <cohort/gpu_probe.hpp>
-#include <cohort/sharding.hpp>
-#include <cohort/shards.hpp>
-#include <cohort/topology.hpp>
 #include <cohort/transfers.hpp>
 #include <cohort/workloads.hpp>
 
@@ -75,7 +73,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-constexpr uint64_t kMiB = 1ull << 20;
+using namespace data_wait;  // the scenario's constants and files
 
 // A bad flag: reported with exit status 2.
 struct UsageError : std::runtime_error {
@@ -83,54 +81,20 @@ struct UsageError : std::runtime_error {
 };
 
 struct Options {
-    double seconds = 240;     // scenario seconds
-    double scale = 0.05;      // real seconds per scenario second
+    double seconds = 240;  // scenario seconds
+    double scale = 0.05;   // real seconds per scenario second
     uint64_t seed = 1;
-    std::size_t depth = 4;    // the loaders' prefetch depth (batches)
-    double link_mbps = 100;   // MB/s per I/O thread; 0: no modelled link
-    int hold_below = 10;      // cf, c: the thermal hold applies below this priority
+    std::size_t depth = 4;   // the loaders' prefetch depth (batches)
+    double link_mbps = 100;  // MB/s per I/O thread; 0: no modelled link
+    int hold_below = 10;     // cf, c: the thermal hold applies below this priority
     // c0, c: the collective style the DataAdvisor is told (its baseline depth)
     cohort::CollectiveStyle style = cohort::CollectiveStyle::allreduce;
-    double aging = 1.0;       // c0, cf, c: priority a queued transfer gains per second waited (the shipped default)
+    double aging = 1.0;  // c0, cf, c: priority a queued transfer gains per second waited (the shipped default)
     std::vector<std::string> configs = {"a", "b", "c0", "cf", "c"};
     fs::path rules = fs::path(COHORT_RULES_DIR) / "gpu_io.yaml";
     std::string dir;
     bool json = false;
 };
-
-// The scenario, in fractions of --seconds (at 240 s: memory above 85 % from
-// 60 s, above 90 % from 80 to 160 s, 92 °C from 100 to 140 s).
-constexpr double kMem85 = 0.25, kMem90 = 1.0 / 3, kHotOn = 100.0 / 240, kHotOff = 140.0 / 240,
-                 kMem90Off = 2.0 / 3, kMemOff = 0.75;
-// The background job reloads the model at these fractions (the second
-// under memory pressure, where prioritize_model_files fires).
-constexpr std::array<double, 2> kModelReads = {0.125, 0.375};
-
-constexpr std::size_t kWorkers = 4;          // I/O threads
-constexpr std::size_t kSchedulerDepth = 4;   // prefetch transfers running at once, before reduce_prefetch
-
-struct Job {
-    const char* id;
-    int priority;
-    uint64_t batch;
-    double step_seconds;
-    cohort::AccessPattern access;
-    uint64_t file_bytes;
-};
-// The three training loops.
-constexpr std::array<Job, 3> kJobs = {{
-    {"train-hi", 100, 4 * kMiB, 0.050, cohort::AccessPattern::random, 64 * kMiB},
-    {"train-mid", 50, 4 * kMiB, 0.100, cohort::AccessPattern::sequential, 64 * kMiB},
-    {"train-low", 10, 4 * kMiB, 0.200, cohort::AccessPattern::sequential, 64 * kMiB},
-}};
-// The background job: a burst of kBurst chunks every kBurstEvery s, waited
-// for before the next, and the model file in kModelChunks chunks.
-constexpr const char* kBackground = "background";
-constexpr uint64_t kChunk = 4 * kMiB, kBackgroundFile = 128 * kMiB;
-constexpr std::size_t kBurst = 24;
-constexpr double kBurstEvery = 1.0;
-constexpr uint64_t kModelChunk = 8 * kMiB;
-constexpr std::size_t kModelChunks = 4;
 
 Clock::duration dur(double s) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -153,103 +117,13 @@ std::string load_average() {
     return one + " " + five + " " + fifteen;
 }
 
-// --- the files ---------------------------------------------------------
-
-struct Files {
-    fs::path dir;
-    std::array<fs::path, kJobs.size()> datasets;
-    fs::path background, model, gpus, seed_rules;
-};
-
-void write_file(const fs::path& path, uint64_t bytes, uint64_t seed) {
-    std::ofstream out(path, std::ios::binary);
-    std::mt19937_64 rng(seed);
-    std::vector<uint64_t> block(kMiB / sizeof(uint64_t));
-    for (uint64_t done = 0; done < bytes; done += kMiB) {
-        for (uint64_t& x : block) x = rng();
-        out.write(reinterpret_cast<const char*>(block.data()), static_cast<std::streamsize>(kMiB));
-    }
-    if (!out) throw std::runtime_error("cannot write " + path.string() + " (is the disk full?)");
-}
-
-void write_text(const fs::path& path, const std::string& text) {
-    std::ofstream out(path);
-    out << text;
-    if (!out) throw std::runtime_error("cannot write " + path.string());
-}
-
-std::string at(double fraction, const Options& o) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3fs", fraction * o.seconds);
-    return buf;
-}
-
-// Two simulated 80 GiB GPUs; GPU 0 (the high-priority job's) fills up and
-// overheats for a known window, then recovers.
-std::string gpu_timeline(const Options& o) {
-    const std::string pid = std::to_string(::getpid());
-    std::string t = "version: 1\ngpus:\n";
-    t += "  - {index: 0, name: Simulated H100 80GB, memory_total: 80GiB, memory_used: 56GiB, utilization: 97,\n"
-         "     temperature: 71, processes: [{pid: " + pid + ", name: bench_data_wait, memory: 40GiB}]}\n";
-    t += "  - {index: 1, name: Simulated H100 80GB, memory_total: 80GiB, memory_used: 40GiB, utilization: 80,\n"
-         "     temperature: 64, processes: [{pid: " + pid + ", name: bench_data_wait, memory: 30GiB}]}\n";
-    t += "timeline:\n";
-    t += "  - {at: " + at(kMem85, o) + ", gpu: 0, set: {memory_used: 70GiB}}\n";       // 87.5 %
-    t += "  - {at: " + at(kMem90, o) + ", gpu: 0, set: {memory_used: 76GiB}}\n";       // 95 %
-    t += "  - {at: " + at(kHotOn, o) + ", gpu: 0, set: {temperature: 92}}\n";
-    t += "  - {at: " + at(kHotOff, o) + ", gpu: 0, set: {temperature: 74}}\n";
-    t += "  - {at: " + at(kMem90Off, o) + ", gpu: 0, set: {memory_used: 70GiB}}\n";
-    t += "  - {at: " + at(kMemOff, o) + ", gpu: 0, set: {memory_used: 56GiB}}\n";
-    return t;
-}
-
-// The seed design's fixed rules, as a pack the monitor loads.
-constexpr const char* kSeedRules = R"(version: 1
-variables: {gpu_memory: number, gpu_temperature: number, file_type: string, transfer_size: size, active_training: bool}
-rules:
-  - id: seed_reduce_prefetch_above_90
-    condition: gpu_memory > 90
-    actions: [{type: reduce_prefetch, target: data_loader, parameters: {factor: 0.3}}]
-    labels: {category: memory}
-  - id: seed_reduce_prefetch_above_80
-    condition: gpu_memory > 80
-    actions: [{type: reduce_prefetch, target: data_loader, parameters: {factor: 0.6}}]
-    labels: {category: memory}
-  - id: seed_delay_transfer_on_temperature
-    condition: gpu_temperature > 87
-    actions: [{type: delay_transfer, target: host_to_device, parameters: {delay: 30s}}]
-    labels: {category: thermal}
-)";
-
-Files make_files(const Options& o) {
-    const fs::path root = o.dir.empty() ? fs::temp_directory_path() : fs::path(o.dir);
-    std::string pattern = (root / "bench-data-wait-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr)
-        throw std::runtime_error("cannot make a folder under " + root.string() + "; pass --dir DIR");
-    Files f;
-    f.dir = pattern;
-    for (std::size_t w = 0; w < kJobs.size(); ++w) {
-        f.datasets[w] = f.dir / (std::string(kJobs[w].id) + ".bin");
-        write_file(f.datasets[w], kJobs[w].file_bytes, o.seed + w);
-    }
-    f.background = f.dir / "background.bin";
-    write_file(f.background, kBackgroundFile, o.seed + 10);
-    f.model = f.dir / "model.pt";
-    write_file(f.model, kModelChunk * kModelChunks, o.seed + 11);
-    f.gpus = f.dir / "gpus.yaml";
-    write_text(f.gpus, gpu_timeline(o));
-    f.seed_rules = f.dir / "seed_gpu_io.yaml";
-    write_text(f.seed_rules, kSeedRules);
-    return f;
-}
-
 // --- one configuration -------------------------------------------------
 
 struct Config {
     std::string name, label;
-    bool priorities = false;   // the registry's priorities and aging
-    bool follow = false;       // loaders follow the scheduler's prefetch factor
-    bool seed_rules = false;   // b's pack instead of the shipped one
+    bool priorities = false;  // the registry's priorities and aging
+    bool follow = false;      // loaders follow the scheduler's prefetch factor
+    bool seed_rules = false;  // b's pack instead of the shipped one
     bool policy = false;
     int hold_below = INT_MAX;  // the thermal hold applies below this priority
     bool advisor = false;      // the loaders' depth from the DataAdvisor, else --depth
@@ -269,45 +143,6 @@ std::optional<Config> config_named(const std::string& name, const Options& o) {
     return std::nullopt;
 }
 
-// The DataAdvisor's prefetch depth for one training job: its dataset file as
-// the one shard of a one-node plan, all-reduce steps, a batch a sample, and
-// what the loop measured so far (its data wait over its time, the share of
-// batches that were ready when asked for, its step time).
-class JobAdvisor {
-public:
-    JobAdvisor(const Job& job, const fs::path& file, cohort::CollectiveStyle style) : plan_(make_plan(job, file)) {
-        options_.style = style;
-        options_.batch_size = 1;
-        options_.sample_bytes = job.batch;
-        options_.memory_budget_bytes = kAdvisorBudget;
-        options_.access = job.access;
-    }
-    std::size_t depth(const std::optional<cohort::DataMeasurement>& measured, std::string& reason) {
-        cohort::DataAdvisorOptions o = options_;
-        if (measured) o.measurements.job = *measured;
-        const cohort::DataAdvice advice = cohort::DataAdvisor(o).advise(plan_);
-        reason = advice.prefetch_reason;
-        return advice.prefetch_batches;
-    }
-
-    static constexpr uint64_t kAdvisorBudget = 256 * kMiB;  // per job: prefetch and cache
-
-private:
-    static cohort::ShardPlan make_plan(const Job& job, const fs::path& file) {
-        cohort::Dataset dataset;
-        dataset.add({file.string(), job.file_bytes, job.file_bytes / job.batch});
-        cohort::Topology node;
-        cohort::Node n;
-        n.id = "node-0";
-        node.add(n);
-        return cohort::ShardPlan::create(cohort::ShardSet::split(dataset, {.shard_count = 1}), node);
-    }
-    cohort::ShardPlan plan_;
-    cohort::DataAdvisorOptions options_;
-};
-// How often a loop gives the advisor its measurements and takes its depth.
-constexpr double kAdviseEvery = 1.0;
-
 // The rule pack's durations are in scenario seconds; the scheduler's holds
 // are real ones. The thermal hold is dropped for transfers at or above
 // hold_below (INT_MAX: kept for all, the pack as it is).
@@ -325,10 +160,10 @@ cohort::TransferPolicy scaled_policy(cohort::GpuMonitor& monitor, double scale, 
 constexpr std::size_t kBackgroundIndex = kJobs.size();  // its row in the tallies
 
 struct Result {
-    std::array<double, kJobs.size()> wait{};       // seconds blocked on a batch
-    double pressure_wait = 0;                      // the part of them inside the pressure window
+    std::array<double, kJobs.size()> wait{};  // seconds blocked on a batch
+    double pressure_wait = 0;                 // the part of them inside the pressure window
     std::array<uint64_t, kJobs.size()> steps{};
-    std::array<uint64_t, kJobs.size()> misses{};   // batches done after the step that needs them began
+    std::array<uint64_t, kJobs.size()> misses{};                   // batches done after the step that needs them began
     std::array<std::vector<double>, kJobs.size() + 1> latency_ms;  // submit to done
     uint64_t bytes = 0, pressure_bytes = 0;
     // The loops' prefetch depth: the last and the largest, and why.
@@ -495,8 +330,8 @@ struct Run {
             std::vector<std::future<cohort::TransferResult>> burst;
             for (std::size_t i = 0; i < kBurst; ++i)
                 burst.push_back(submit(kBackgroundIndex, kBackground, files.background,
-                                       (next++ % (kBackgroundFile / kChunk)) * kChunk, kChunk, pool[i], true,
-                                       "dataset", std::nullopt));
+                                       (next++ % (kBackgroundFile / kChunk)) * kChunk, kChunk, pool[i], true, "dataset",
+                                       std::nullopt));
             for (auto& f : burst) await(f);
         }
     }
@@ -527,10 +362,20 @@ Result run_config(const Options& o, const Files& files, const Config& config) {
 
     cohort::WorkloadRegistry registry;
     for (std::size_t w = 0; w < kJobs.size(); ++w)
-        registry.add({.id = kJobs[w].id, .pid = ::getpid(), .gpus = {0}, .memory_bytes = 20ull << 30,
-                      .priority = kJobs[w].priority, .dataset_files = {files.datasets[w]}, .access = kJobs[w].access});
-    registry.add({.id = kBackground, .pid = ::getpid(), .gpus = {1}, .memory_bytes = 30ull << 30, .priority = 0,
-                  .dataset_files = {files.background}, .model_files = {files.model}});
+        registry.add({.id = kJobs[w].id,
+                      .pid = ::getpid(),
+                      .gpus = {0},
+                      .memory_bytes = 20ull << 30,
+                      .priority = kJobs[w].priority,
+                      .dataset_files = {files.datasets[w]},
+                      .access = kJobs[w].access});
+    registry.add({.id = kBackground,
+                  .pid = ::getpid(),
+                  .gpus = {1},
+                  .memory_bytes = 30ull << 30,
+                  .priority = 0,
+                  .dataset_files = {files.background},
+                  .model_files = {files.model}});
 
     cohort::TransferOptions to;
     to.workers = kWorkers;
@@ -582,19 +427,24 @@ Result run_config(const Options& o, const Files& files, const Config& config) {
 // --- output ------------------------------------------------------------
 
 void print_table(const std::vector<Config>& configs, const std::vector<Result>& results) {
-    std::printf("| configuration | data wait s: hi / mid / low | total data wait s | of which in pressure s | hi latency p50 ms | hi p99 ms | "
-                "hi max ms | background p99 ms | misses | MB moved in pressure | MB moved | memory / thermal events | held | hi steps |\n");
+    std::printf(
+        "| configuration | data wait s: hi / mid / low | total data wait s | of which in pressure s | hi latency p50 "
+        "ms | hi p99 ms | "
+        "hi max ms | background p99 ms | misses | MB moved in pressure | MB moved | memory / thermal events | held | "
+        "hi steps |\n");
     std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (std::size_t i = 0; i < configs.size(); ++i) {
         const Result& r = results[i];
-        std::printf("| %s | %.2f / %.2f / %.2f | %.2f | %.2f | %.1f | %.1f | %.0f | %.0f | %llu | %.0f | %.0f | %llu / %llu | %llu | %llu |\n",
-                    configs[i].label.c_str(), r.wait[0], r.wait[1], r.wait[2], r.total_wait(),
-                    r.pressure_wait, percentile(r.latency_ms[0], 0.5), percentile(r.latency_ms[0], 0.99),
-                    percentile(r.latency_ms[0], 1.0), percentile(r.latency_ms[kBackgroundIndex], 0.99),
-                    static_cast<unsigned long long>(r.total_misses()), double(r.pressure_bytes) / 1e6,
-                    double(r.bytes) / 1e6, static_cast<unsigned long long>(r.stats.memory_pressure_events),
-                    static_cast<unsigned long long>(r.stats.temperature_events),
-                    static_cast<unsigned long long>(r.stats.delayed), static_cast<unsigned long long>(r.steps[0]));
+        std::printf(
+            "| %s | %.2f / %.2f / %.2f | %.2f | %.2f | %.1f | %.1f | %.0f | %.0f | %llu | %.0f | %.0f | %llu / %llu | "
+            "%llu | %llu |\n",
+            configs[i].label.c_str(), r.wait[0], r.wait[1], r.wait[2], r.total_wait(), r.pressure_wait,
+            percentile(r.latency_ms[0], 0.5), percentile(r.latency_ms[0], 0.99), percentile(r.latency_ms[0], 1.0),
+            percentile(r.latency_ms[kBackgroundIndex], 0.99), static_cast<unsigned long long>(r.total_misses()),
+            double(r.pressure_bytes) / 1e6, double(r.bytes) / 1e6,
+            static_cast<unsigned long long>(r.stats.memory_pressure_events),
+            static_cast<unsigned long long>(r.stats.temperature_events),
+            static_cast<unsigned long long>(r.stats.delayed), static_cast<unsigned long long>(r.steps[0]));
     }
 }
 
@@ -603,20 +453,21 @@ void print_json(const Options& o, const std::vector<Config>& configs, const std:
                 o.seconds, o.scale, static_cast<unsigned long long>(o.seed), o.depth, o.link_mbps);
     for (std::size_t i = 0; i < configs.size(); ++i) {
         const Result& r = results[i];
-        std::printf("%s{\"name\": \"%s\", \"data_wait_s\": {\"train-hi\": %.4f, \"train-mid\": %.4f, \"train-low\": "
-                    "%.4f, \"total\": %.4f, \"in_pressure\": %.4f}, \"hi_latency_ms\": {\"p50\": %.3f, \"p99\": %.3f, \"max\": %.3f}, \"background_p99_ms\": %.3f, \"misses\": %llu, "
-                    "\"pressure_bytes\": %llu, \"bytes\": %llu, \"memory_pressure_events\": %llu, "
-                    "\"temperature_events\": %llu, \"delayed\": %llu, \"peak_memory_percent\": %.1f, "
-                    "\"peak_temperature\": %.1f, \"depth\": {\"train-hi\": %zu, \"train-mid\": %zu, \"train-low\": %zu}}",
-                    i ? ", " : "", configs[i].name.c_str(), r.wait[0], r.wait[1], r.wait[2], r.total_wait(),
-                    r.pressure_wait, percentile(r.latency_ms[0], 0.5), percentile(r.latency_ms[0], 0.99),
-                    percentile(r.latency_ms[0], 1.0), percentile(r.latency_ms[kBackgroundIndex], 0.99),
-                    static_cast<unsigned long long>(r.total_misses()), static_cast<unsigned long long>(r.pressure_bytes),
-                    static_cast<unsigned long long>(r.bytes),
-                    static_cast<unsigned long long>(r.stats.memory_pressure_events),
-                    static_cast<unsigned long long>(r.stats.temperature_events),
-                    static_cast<unsigned long long>(r.stats.delayed), r.peak_memory, r.peak_temperature,
-                    r.depth_last[0], r.depth_last[1], r.depth_last[2]);
+        std::printf(
+            "%s{\"name\": \"%s\", \"data_wait_s\": {\"train-hi\": %.4f, \"train-mid\": %.4f, \"train-low\": "
+            "%.4f, \"total\": %.4f, \"in_pressure\": %.4f}, \"hi_latency_ms\": {\"p50\": %.3f, \"p99\": %.3f, \"max\": "
+            "%.3f}, \"background_p99_ms\": %.3f, \"misses\": %llu, "
+            "\"pressure_bytes\": %llu, \"bytes\": %llu, \"memory_pressure_events\": %llu, "
+            "\"temperature_events\": %llu, \"delayed\": %llu, \"peak_memory_percent\": %.1f, "
+            "\"peak_temperature\": %.1f, \"depth\": {\"train-hi\": %zu, \"train-mid\": %zu, \"train-low\": %zu}}",
+            i ? ", " : "", configs[i].name.c_str(), r.wait[0], r.wait[1], r.wait[2], r.total_wait(), r.pressure_wait,
+            percentile(r.latency_ms[0], 0.5), percentile(r.latency_ms[0], 0.99), percentile(r.latency_ms[0], 1.0),
+            percentile(r.latency_ms[kBackgroundIndex], 0.99), static_cast<unsigned long long>(r.total_misses()),
+            static_cast<unsigned long long>(r.pressure_bytes), static_cast<unsigned long long>(r.bytes),
+            static_cast<unsigned long long>(r.stats.memory_pressure_events),
+            static_cast<unsigned long long>(r.stats.temperature_events),
+            static_cast<unsigned long long>(r.stats.delayed), r.peak_memory, r.peak_temperature, r.depth_last[0],
+            r.depth_last[1], r.depth_last[2]);
     }
     std::printf("], \"load_average\": \"%s\"}\n", load_average().c_str());
 }
@@ -641,25 +492,26 @@ Options parse(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string flag = argv[i];
         if (flag == "--help" || flag == "-h") {
-            std::printf("usage: bench_data_wait [--seconds S] [--scale X] [--seed N] [--depth D] [--link-mbps M]\n"
-                        "       [--hold-below P] [--aging A] [--style S] [--configs a,b,c0,cf,c] [--rules PATH] [--dir DIR]\n"
-                        "       [--json]\n"
-                        "  --seconds   scenario length in scenario seconds (default 240)\n"
-                        "  --scale     real seconds per scenario second (default 0.05: 240 s run in 12 s)\n"
-                        "  --depth     the loaders' prefetch depth in batches (default 4)\n"
-                        "  --link-mbps modelled MB/s per I/O thread (default 100; 0: page cache speed)\n"
-                        "  --hold-below  cf, c: the thermal hold applies to transfers below this priority (default 10)\n"
-                        "  --aging     c0, cf, c: priority a queued transfer gains per second waited (default 1)\n"
-                        "  --style     c0, c: allreduce (default) or parameter_server, as the DataAdvisor is told\n");
+            std::printf(
+                "usage: bench_data_wait [--seconds S] [--scale X] [--seed N] [--depth D] [--link-mbps M]\n"
+                "       [--hold-below P] [--aging A] [--style S] [--configs a,b,c0,cf,c] [--rules PATH] [--dir DIR]\n"
+                "       [--json]\n"
+                "  --seconds   scenario length in scenario seconds (default 240)\n"
+                "  --scale     real seconds per scenario second (default 0.05: 240 s run in 12 s)\n"
+                "  --depth     the loaders' prefetch depth in batches (default 4)\n"
+                "  --link-mbps modelled MB/s per I/O thread (default 100; 0: page cache speed)\n"
+                "  --hold-below  cf, c: the thermal hold applies to transfers below this priority (default 10)\n"
+                "  --aging     c0, cf, c: priority a queued transfer gains per second waited (default 1)\n"
+                "  --style     c0, c: allreduce (default) or parameter_server, as the DataAdvisor is told\n");
             std::exit(0);
         }
         if (flag == "--json") {
             o.json = true;
             continue;
         }
-        static const std::array<std::string_view, 11> kValued = {"--seconds", "--scale",      "--seed",
-                                                                "--depth",   "--link-mbps",  "--hold-below",
-                                                                "--configs", "--rules",      "--dir", "--aging", "--style"};
+        static const std::array<std::string_view, 11> kValued = {"--seconds",   "--scale",      "--seed",    "--depth",
+                                                                 "--link-mbps", "--hold-below", "--configs", "--rules",
+                                                                 "--dir",       "--aging",      "--style"};
         if (std::find(kValued.begin(), kValued.end(), flag) == kValued.end())
             throw UsageError("unknown flag '" + flag + "'; see --help");
         if (i + 1 >= argc) throw UsageError(flag + " needs a value; see --help");
@@ -677,7 +529,8 @@ Options parse(int argc, char** argv) {
             }
         } else if (flag == "--seconds") {
             o.seconds = number(flag, value);
-            if (!(o.seconds > 0) || o.seconds > 86400) throw UsageError("--seconds must be more than 0 and at most 86400");
+            if (!(o.seconds > 0) || o.seconds > 86400)
+                throw UsageError("--seconds must be more than 0 and at most 86400");
         } else if (flag == "--scale") {
             o.scale = number(flag, value);
             if (!(o.scale > 0) || o.scale > 1) throw UsageError("--scale must be more than 0 and at most 1");
@@ -725,12 +578,13 @@ int main(int argc, char** argv) {
     }
     std::optional<Files> files;
     try {
-        files = make_files(o);
+        files = make_files(o.dir, o.seed, o.seconds);
         if (!o.json)
-            std::printf("bench_data_wait: %.0f scenario s at scale %g (%.1f s a configuration), seed %llu, depth %zu, "
-                        "%zu I/O threads x %g MB/s, files in %s; load average %s\n",
-                        o.seconds, o.scale, o.seconds * o.scale, static_cast<unsigned long long>(o.seed), o.depth,
-                        kWorkers, o.link_mbps, files->dir.c_str(), load_average().c_str());
+            std::printf(
+                "bench_data_wait: %.0f scenario s at scale %g (%.1f s a configuration), seed %llu, depth %zu, "
+                "%zu I/O threads x %g MB/s, files in %s; load average %s\n",
+                o.seconds, o.scale, o.seconds * o.scale, static_cast<unsigned long long>(o.seed), o.depth, kWorkers,
+                o.link_mbps, files->dir.c_str(), load_average().c_str());
         std::vector<Config> configs;
         std::vector<Result> results;
         for (const std::string& name : o.configs) {
