@@ -11,15 +11,18 @@
 #include <cohort/workloads.hpp>
 
 #include <array>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <stdlib.h>
@@ -138,26 +141,33 @@ inline Files make_files(const std::string& root_dir, uint64_t seed, double secon
     const fs::path root = root_dir.empty() ? fs::temp_directory_path() : fs::path(root_dir);
     std::string pattern = (root / "bench-data-wait-XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr)
-        throw std::runtime_error("cannot make a folder under " + root.string() + "; pass --dir DIR");
+        throw std::runtime_error("cannot make a folder under " + root.string() + ": " + std::strerror(errno) +
+                                 "; give --dir a writable folder");
     Files f;
     f.dir = pattern;
-    for (std::size_t w = 0; w < kJobs.size(); ++w) {
-        f.datasets[w] = f.dir / (std::string(kJobs[w].id) + ".bin");
-        write_file(f.datasets[w], kJobs[w].file_bytes, seed + w);
+    try {
+        for (std::size_t w = 0; w < kJobs.size(); ++w) {
+            f.datasets[w] = f.dir / (std::string(kJobs[w].id) + ".bin");
+            write_file(f.datasets[w], kJobs[w].file_bytes, seed + w);
+        }
+        f.background = f.dir / "background.bin";
+        write_file(f.background, kBackgroundFile, seed + 10);
+        f.model = f.dir / "model.pt";
+        write_file(f.model, kModelChunk * kModelChunks, seed + 11);
+        f.gpus = f.dir / "gpus.yaml";
+        write_text(f.gpus, gpu_timeline(seconds));
+        f.seed_rules = f.dir / "seed_gpu_io.yaml";
+        write_text(f.seed_rules, kSeedRules);
+    } catch (...) {
+        std::error_code ignored;
+        fs::remove_all(f.dir, ignored);  // no half-made folder left behind
+        throw;
     }
-    f.background = f.dir / "background.bin";
-    write_file(f.background, kBackgroundFile, seed + 10);
-    f.model = f.dir / "model.pt";
-    write_file(f.model, kModelChunk * kModelChunks, seed + 11);
-    f.gpus = f.dir / "gpus.yaml";
-    write_text(f.gpus, gpu_timeline(seconds));
-    f.seed_rules = f.dir / "seed_gpu_io.yaml";
-    write_text(f.seed_rules, kSeedRules);
     return f;
 }
 
 // The DataAdvisor's prefetch depth for one training job: its dataset file as
-// the one shard of a one-node plan, all-reduce steps, a batch a sample, and
+// the one shard of a one-node plan, the --style given, a batch a sample, and
 // what the loop measured so far (its data wait over its time, the share of
 // batches that were ready when asked for, its step time).
 class JobAdvisor {
