@@ -26,14 +26,15 @@
 //   c   cf with the DataAdvisor's depth.
 // The GPU timeline and the rules' durations run --scale times real time
 // (a 30 s hold holds 30 x scale s); the I/O, the training steps and the
-// scheduler's aging run in real time. Each transfer reads its bytes with pread and then holds its
-// I/O thread until bytes / --link-mbps have passed since it started: a
-// modelled storage link, since the page cache alone serves at memory speed.
+// scheduler's aging run in real time. Each transfer reads its bytes with
+// pread and then holds its I/O thread until bytes / --link-mbps have passed
+// since it started: a modelled storage link, since the page cache alone
+// serves at memory speed. data_wait_scenario.hpp holds the scenario.
 //
 //   build/benchmarks/bench_data_wait [--seconds 240] [--scale 0.05]
-//       [--seed 1] [--depth 4] [--link-mbps 100] [--hold-below 10] [--aging 1]
-//       [--style allreduce]
-//       [--configs a,b,c0,cf,c] [--rules PATH] [--dir DIR] [--json]
+//       [--seed 1] [--depth 4] [--link-mbps 100] [--hold-below 10]
+//       [--aging 1] [--style allreduce] [--configs a,b,c0,cf,c]
+//       [--rules PATH] [--dir DIR] [--json]
 #include "data_wait_scenario.hpp"
 
 #include <cohort/data_advisor.hpp>
