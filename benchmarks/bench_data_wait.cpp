@@ -196,6 +196,9 @@ struct Run {
     std::mutex mutex;
     Result result;
     std::atomic<uint64_t> next_id{0};
+    // The transfers' buffers, one pool for each thread: they outlive the
+    // scheduler, so a thread that gives up never frees one still read into.
+    std::array<std::vector<std::unique_ptr<std::vector<std::byte>>>, kJobs.size() + 2> buffers;
 
     // Submits a read; the modelled link and the tallies run in on_done, so
     // the transfer holds its I/O thread (and prefetch slot) meanwhile.
@@ -258,7 +261,7 @@ struct Run {
             depth = advisor->depth(std::nullopt, reason);
         }
         record_depth(w, depth, reason);
-        std::vector<std::unique_ptr<std::vector<std::byte>>> pool;
+        auto& pool = buffers[w];
         std::vector<std::size_t> free_slots;
         uint64_t taken = 0, ready = 0;
         double waited_total = 0;
@@ -324,28 +327,31 @@ struct Run {
 
     // The background job: read-ahead bursts of its dataset file.
     void background() {
-        std::vector<std::vector<std::byte>> pool(kBurst, std::vector<std::byte>(kChunk));
+        auto& pool = buffers[kJobs.size()];
+        for (std::size_t i = 0; i < kBurst; ++i) pool.push_back(std::make_unique<std::vector<std::byte>>(kChunk));
         uint64_t next = 0;
         for (auto burst_at = start; burst_at < end; burst_at += dur(kBurstEvery)) {
             std::this_thread::sleep_until(burst_at);
             std::vector<std::future<cohort::TransferResult>> burst;
             for (std::size_t i = 0; i < kBurst; ++i)
                 burst.push_back(submit(kBackgroundIndex, kBackground, files.background,
-                                       (next++ % (kBackgroundFile / kChunk)) * kChunk, kChunk, pool[i], true, "dataset",
-                                       std::nullopt));
+                                       (next++ % (kBackgroundFile / kChunk)) * kChunk, kChunk, *pool[i], true,
+                                       "dataset", std::nullopt));
             for (auto& f : burst) await(f);
         }
     }
 
     // ... and its model reloads, at known points of the timeline.
     void model_reads() {
-        std::vector<std::vector<std::byte>> pool(kModelChunks, std::vector<std::byte>(kModelChunk));
+        auto& pool = buffers[kJobs.size() + 1];
+        for (std::size_t i = 0; i < kModelChunks; ++i)
+            pool.push_back(std::make_unique<std::vector<std::byte>>(kModelChunk));
         for (const double fraction : kModelReads) {
             std::this_thread::sleep_until(start + dur(fraction * o.seconds * o.scale));
             std::vector<std::future<cohort::TransferResult>> reads;
             for (std::size_t i = 0; i < kModelChunks; ++i)
                 reads.push_back(submit(kBackgroundIndex, kBackground, files.model, i * kModelChunk, kModelChunk,
-                                       pool[i], false, "model", std::nullopt));
+                                       *pool[i], false, "model", std::nullopt));
             for (auto& f : reads) await(f);
         }
     }
