@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bench_data_wait, small: every configuration runs, each saw the simulated
+# GPUs go past 90 % memory and 87 °C, the rule-driven ones acted on it and
+# the anchor did not; the temporary files are removed; bad flags are
+# refused with a message and exit 2. Speed is not checked here.
+set -u
+bin="$1"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+timeout 100 nice "$bin" --seconds 40 --scale 0.025 --dir "$dir" --json >"$dir/out.json" || fail "exited $?: $(cat "$dir/out.json")"
+[ -z "$(ls -A "$dir" | grep -v '^out.json$')" ] || fail "left files behind: $(ls -A "$dir")"
+/usr/bin/python3 - "$dir/out.json" <<'PY' || fail "bad output: $(cat "$dir/out.json")"
+import json, sys
+out = json.load(open(sys.argv[1]))
+runs = {c["name"]: c for c in out["configs"]}
+assert sorted(runs) == ["a", "b", "c", "c0", "cf"], runs.keys()
+for name, c in runs.items():
+    assert c["peak_memory_percent"] > 90 and c["peak_temperature"] > 87, (name, c)
+    assert c["bytes"] > 0 and c["hi_latency_ms"]["p50"] > 0, (name, c)
+    assert c["data_wait_s"]["total"] >= 0, (name, c)
+# The anchor has no policy; the seed's rules and cohort's act on memory and heat.
+assert runs["a"]["memory_pressure_events"] == 0 and runs["a"]["delayed"] == 0, runs["a"]
+# The fixed configurations keep --depth; the advisor's give one from 1 to 64.
+assert runs["a"]["depth"]["train-hi"] == 4 and runs["cf"]["depth"]["train-mid"] == 4, runs
+assert all(1 <= d <= 64 for d in runs["c"]["depth"].values()), runs["c"]
+for name in ("b", "c0", "cf", "c"):
+    assert runs[name]["memory_pressure_events"] > 0, (name, runs[name])
+for name in ("b", "c0", "cf", "c"):
+    assert runs[name]["temperature_events"] > 0 and runs[name]["delayed"] > 0, (name, runs[name])
+PY
+check() {  # expected message, then the flags
+  local want="$1"; shift
+  msg=$("$bin" "$@" 2>&1); rc=$?
+  [ $rc -eq 2 ] && [[ "$msg" == *"$want"* ]] || fail "$*: rc $rc, '$msg'"
+}
+check "--scale must be more than 0" --scale 0
+check "--seconds needs a number, not 'abc'" --seconds abc
+check "unknown configuration 'x'" --configs a,x
+check "unknown flag '--bogus'" --bogus
+check "--depth must be a whole number, 1 to 64" --depth 0
+check "--seed needs a value" --seed
+check "--style must be allreduce or parameter_server, not 'ring'" --style ring
+check "does not exist; pass --rules PATH" --rules "$dir/none.yaml"
+echo "ok"
