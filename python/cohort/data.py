@@ -1,0 +1,1 @@
+from .shard_loader import ShardLoader
