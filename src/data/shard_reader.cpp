@@ -48,6 +48,7 @@ struct Slot {
     ShardLease lease;
     Reads ahead;  // read ahead of need
     Reads need;   // read again because the loop waits for it at a depth of 0
+    bool prefetch = true;  // `ahead` went as prefetch transfers (not when the loop already waited)
     bool ready() const { return ahead.over() || need.over(); }
     // What next() hands out: the reads that finished well, else the failure.
     const Reads& result() const {
@@ -186,7 +187,7 @@ void ShardReader::Impl::lease_loop() {
         if (options.max_ahead > 0) depth = std::min(depth, options.max_ahead);
         st.stats.depth = depth;
         if (depth == 0 && st.consumer_waiting && !st.ahead.empty() && !st.ahead.front()->ready() &&
-            !st.ahead.front()->need.issued) {
+            st.ahead.front()->prefetch && !st.ahead.front()->need.issued) {
             // The loop waits for a shard whose prefetch reads the depth holds
             // back: read it again as a read of need.
             std::shared_ptr<Slot> slot = st.ahead.front();
@@ -238,6 +239,7 @@ void ShardReader::Impl::lease_loop() {
             continue;
         }
         std::shared_ptr<Slot> slot = make_slot(lease);
+        slot->prefetch = !demand;
         lock.lock();
         st.ahead.push_back(slot);
         st.stats.max_ahead = std::max(st.stats.max_ahead, st.ahead.size());

@@ -56,8 +56,9 @@ static int write_file(const char* dir, const char* name, uint32_t file, uint64_t
     return fclose(out) == 0;
 }
 
-/* Whether data[0..length) is shard `shard` of `shards`. */
-static int holds_shard(const cohort_shards* shards, uint64_t shard, const uint8_t* data, uint64_t length) {
+/* Whether data[0..length) is shard `shard` of `shards`, whose file i was written as file first + i. */
+static int holds_shard(const cohort_shards* shards, uint32_t first, uint64_t shard, const uint8_t* data,
+                       uint64_t length) {
     uint64_t bytes = 0, records = 0, at = 0;
     uint32_t segments = 0;
     if (cohort_shards_info(shards, shard, &bytes, &records, &segments) != COHORT_OK || bytes != length) return 0;
@@ -66,7 +67,7 @@ static int holds_shard(const cohort_shards* shards, uint64_t shard, const uint8_
         uint64_t begin = 0, end = 0;
         if (cohort_shards_segment(shards, shard, s, &file, &begin, &end) != COHORT_OK) return 0;
         for (uint64_t o = begin; o < end; ++o)
-            if (data[at++] != content(file, o)) return 0;
+            if (data[at++] != content(first + file, o)) return 0;
     }
     return 1;
 }
@@ -172,7 +173,7 @@ static void test_shard_reader(const char* scratch) {
         CHECK(shard < 6 && epoch < 2);
         if (shard < 6 && epoch < 2) ++seen[epoch][shard];
         CHECK(id != NULL && strtoull(id, NULL, 10) == shard);
-        CHECK(data != NULL && holds_shard(shards, shard, data, size));
+        CHECK(data != NULL && holds_shard(shards, 0, shard, data, size));
         CHECK_OK(cohort_shard_reader_done(reader, lease, &outcome));
         CHECK(outcome == COHORT_SHARD_COUNTED);
         CHECK_ERR(cohort_shard_reader_done(reader, lease, NULL), COHORT_ERR_INVALID_ARGUMENT,
@@ -195,11 +196,21 @@ static void test_shard_reader(const char* scratch) {
     reader = NULL;
     cohort_shard_reader_destroy(NULL);
 
-    /* The wait the reader measured fills the step's data_wait, left unset (-1). */
+    /* The waits the reader measured, and one added by hand, fill the step's
+     * data_wait, left unmeasured (-1). */
     CHECK_OK(cohort_membership_add_data_wait(m, 0.375));
     CHECK_OK(cohort_membership_record_step(m, 7, 1.0, 10.0, -1.0, -1.0));
     CHECK(state_has(admin, "rjob", "\"step\":7"));
-    CHECK(state_number(admin, "rjob", "data_wait") == 0.375);
+    {
+        const double sent = state_number(admin, "rjob", "data_wait");
+        const double expected = 0.375 + stats.data_wait_seconds;
+        CHECK(sent > expected - 1e-6 && sent < expected + 1e-6);
+    }
+    /* A data_wait the program measured wins. */
+    CHECK_OK(cohort_membership_add_data_wait(m, 5.0));
+    CHECK_OK(cohort_membership_record_step(m, 8, 1.0, 10.0, 0.25, -1.0));
+    CHECK(state_has(admin, "rjob", "\"step\":8"));
+    CHECK(state_number(admin, "rjob", "data_wait") == 0.25);
     CHECK_OK(cohort_membership_leave(m));
     cohort_membership_destroy(m);
 
@@ -226,7 +237,7 @@ static void test_shard_reader(const char* scratch) {
         CHECK_OK(cohort_shard_reader_create(admin, "rshort", "r-b", halves, scratch, 1, 1, &reader));
         /* Shard 0 is [0, 1000): whole. Shard 1 is [1000, 2000): the file ends at 1234. */
         CHECK_OK(cohort_shard_reader_next(reader, 10.0, &finished, &lease, &shard, NULL, NULL, &data, &size));
-        CHECK(finished == 0 && shard == 0 && size == 1000 && holds_shard(halves, 0, data, size));
+        CHECK(finished == 0 && shard == 0 && size == 1000 && holds_shard(halves, 1, 0, data, size));
         CHECK_OK(cohort_shard_reader_done(reader, lease, NULL));
         CHECK_ERR(cohort_shard_reader_next(reader, 10.0, &finished, &lease, &shard, NULL, NULL, &data, &size),
                   COHORT_ERR_IO, "shard 1 ('1', lease");
