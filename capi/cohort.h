@@ -1296,7 +1296,7 @@ COHORT_API int cohort_membership_leave(cohort_membership* membership);
  * `shards` (cohort_shards_plan_json), reads each one's byte ranges of
  * the dataset's files on I/O threads of its own into buffers it owns, and
  * keeps as many shards leased and read ahead as its prefetch depth allows.
- * Relative file paths are read under `root` (NULL or "": the working
+ * Relative file paths are read under `data_dir` (NULL or "": the working
  * directory). workers: I/O threads (0: 2); prefetch_depth: shards kept
  * ahead at most (0: 8). Leases and reads start at once. Shards leased and
  * not handed out, or handed out and not reported done, when the reader is
@@ -1310,13 +1310,13 @@ typedef struct cohort_shard_reader cohort_shard_reader;
  * when that step's data_wait is 0 or negative (not measured by the
  * program). Pairs with cohort_shard_reader_destroy. */
 COHORT_API int cohort_shard_reader_from_membership(cohort_membership* membership, const cohort_shards* shards,
-                                                   const char* root, uint32_t workers, uint32_t prefetch_depth,
+                                                   const char* data_dir, uint32_t workers, uint32_t prefetch_depth,
                                                    cohort_shard_reader** out);
 /* Leases of `member` of `job` through `client`, which must outlive the
  * reader; the data wait is the caller's to record. Pairs with
  * cohort_shard_reader_destroy. */
 COHORT_API int cohort_shard_reader_create(cohort_coordinator_client* client, const char* job, const char* member,
-                                          const cohort_shards* shards, const char* root, uint32_t workers,
+                                          const cohort_shards* shards, const char* data_dir, uint32_t workers,
                                           uint32_t prefetch_depth, cohort_shard_reader** out);
 /* Stops leasing and reading (waiting for the lease request under way and
  * the reads started). NULL is ignored. */

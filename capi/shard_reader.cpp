@@ -22,9 +22,9 @@ using namespace cohort::capi;
 
 namespace {
 
-cohort::ShardReaderOptions reader_options(const char* root, uint32_t workers, uint32_t prefetch_depth) {
+cohort::ShardReaderOptions reader_options(const char* data_dir, uint32_t workers, uint32_t prefetch_depth) {
     cohort::ShardReaderOptions o;
-    if (root != nullptr) o.root = root;
+    if (data_dir != nullptr) o.root = data_dir;
     if (workers != 0) o.transfers.workers = workers;
     if (prefetch_depth != 0) o.transfers.prefetch_depth = prefetch_depth;
     return o;
@@ -34,19 +34,19 @@ cohort::ShardReaderOptions reader_options(const char* root, uint32_t workers, ui
 
 extern "C" {
 
-int cohort_shard_reader_from_membership(cohort_membership* membership, const cohort_shards* shards, const char* root,
+int cohort_shard_reader_from_membership(cohort_membership* membership, const cohort_shards* shards, const char* data_dir,
                                         uint32_t workers, uint32_t prefetch_depth, cohort_shard_reader** out) {
     return guard(__func__, [&](const char* fn) {
         require(membership, fn, "membership");
         require(shards, fn, "shards");
         require(out, fn, "out");
         *out = new cohort_shard_reader{
-            cohort::ShardReader(membership->impl, shards->impl, reader_options(root, workers, prefetch_depth)), {}};
+            cohort::ShardReader(membership->impl, shards->impl, reader_options(data_dir, workers, prefetch_depth)), {}};
     });
 }
 
 int cohort_shard_reader_create(cohort_coordinator_client* client, const char* job, const char* member,
-                               const cohort_shards* shards, const char* root, uint32_t workers,
+                               const cohort_shards* shards, const char* data_dir, uint32_t workers,
                                uint32_t prefetch_depth, cohort_shard_reader** out) {
     return guard(__func__, [&](const char* fn) {
         require(client, fn, "client");
@@ -56,7 +56,7 @@ int cohort_shard_reader_create(cohort_coordinator_client* client, const char* jo
         require(out, fn, "out");
         *out = new cohort_shard_reader{cohort::ShardReader(cohort::lease_source(client->impl, job, member),
                                                            shards->impl,
-                                                           reader_options(root, workers, prefetch_depth)),
+                                                           reader_options(data_dir, workers, prefetch_depth)),
                                        {}};
     });
 }
