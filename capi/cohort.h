@@ -16,10 +16,11 @@
  *     environment); _from_<other handle> (cohort_context_from_expr,
  *     cohort_comm_from_membership); or the operation that makes it
  *     (cohort_expr_compile, cohort_shards_split, cohort_shard_plan_replan,
- *     cohort_gpu_probe_open). No other function uses these verbs. The one
- *     exception: an asynchronous operation, cohort_comm_<op>_async, gives a
- *     cohort_work (pair with cohort_work_destroy) as the result of the
- *     operation. Destroy functions accept NULL and never fail.
+ *     cohort_gpu_probe_open, cohort_transfer_submit). No other function
+ *     uses these verbs. The one exception: an asynchronous operation,
+ *     cohort_comm_<op>_async, gives a cohort_work (pair with
+ *     cohort_work_destroy) as the result of the operation. Destroy
+ *     functions accept NULL and never fail.
  *  3. Status codes. Every fallible function returns an int status: COHORT_OK
  *     (0) on success, one of the positive COHORT_ERR_* codes otherwise (at
  *     most COHORT_ERR_LAST, the largest code this header knows). Codes never
@@ -57,8 +58,9 @@
  *     library passes back untouched and never frees.
  * 10. Thread safety: distinct handles may be used from distinct threads at
  *     once. One handle may be read from several threads at once, but a call
- *     that modifies it must not overlap any other call on it; a GPU monitor
- *     is the exception: every call but destroy may overlap (it locks). A
+ *     that modifies it must not overlap any other call on it; a GPU monitor,
+ *     a workload registry and a transfer scheduler are the exceptions:
+ *     every call but destroy may overlap (they lock). A
  *     communicator's operations (the collectives, blocking or _async, and
  *     cohort_comm_close) must be issued from one thread at a time, in the
  *     same order on every rank; its queries may come from any thread, and a
@@ -1288,38 +1290,258 @@ COHORT_API int cohort_membership_shard_done(cohort_membership* membership, uint6
  * Calling it again does nothing; cohort_membership_next_world joins again. */
 COHORT_API int cohort_membership_leave(cohort_membership* membership);
 
+/* ------------------------------------ data path: workloads and transfers */
+
+/* The GPU workloads of a node and a scheduler of file reads steered by the
+ * GPUs (docs/data.md). Like GPU monitors, a registry and a scheduler lock:
+ * every call on one but its destroy may overlap any other. A scheduler
+ * starts threads of its own (a dispatcher and `workers` I/O threads), and
+ * calls the callbacks below on them: a policy on the dispatcher thread, a
+ * completion callback on an I/O thread, a registry's liveness check on
+ * whichever thread prunes (the scheduler's dispatcher included). Callbacks
+ * must return, must not throw, and must neither wait for a transfer of
+ * the same scheduler nor destroy it.
+ *
+ * A workload, as cohort_workload_registry_add takes it and _find and _list
+ * give it back (free with cohort_free):
+ *   {"id", "pid", "gpus": [GPU indices], "memory_bytes", "priority",
+ *    "dataset_files": [...], "model_files": [...], "access": "sequential"|
+ *    "random", and in answers only "io_bytes_per_second", "batch_size",
+ *    "epoch_seconds" (0: not reported), "gpu_memory": [{"gpu", "bytes"}]
+ *    (what its process holds per GPU, from the last observation),
+ *    "gpu_memory_total"}.
+ * A transfer's result (cohort_transfer_result, and a completion callback):
+ *   {"id", "status": COHORT_OK or a COHORT_ERR_* code, "error" (naming the
+ *    file and the offset), "bytes", "staged" (the staging file, "" if not
+ *    staged; the caller removes it), "missed_deadline", "waited_seconds",
+ *    "seconds", "decisions": [DECISION...]},
+ * and a decision (also cohort_transfer_scheduler_explain's array):
+ *   {"at_seconds" (after submit), "rule" ("scheduler" for its own),
+ *    "action" (delay_transfer, prioritize, reduce_prefetch, stage_transfer,
+ *    dispatch, deadline, policy), "values": {NAME: number}, "effect" (in
+ *    words), "delay_seconds"}. */
+
+typedef struct cohort_workload_registry cohort_workload_registry;
+typedef struct cohort_transfer_scheduler cohort_transfer_scheduler;
+typedef struct cohort_transfer cohort_transfer;
+typedef struct cohort_transfer_actions cohort_transfer_actions;
+
+/* Whether process `pid` still runs: 1 yes, 0 it ended. */
+typedef int32_t (*cohort_pid_alive_fn)(void* user_data, int64_t pid);
+
+/* An empty registry. alive NULL: a process has ended when kill(pid, 0) says
+ * ESRCH, /proc shows a zombie, or the pid was reused by a newer process;
+ * else alive(user_data, pid) decides (pids of another PID namespace, tests).
+ * Pairs with cohort_workload_registry_destroy. */
+COHORT_API int cohort_workload_registry_create(cohort_pid_alive_fn alive, void* user_data,
+                                               cohort_workload_registry** out);
+/* NULL is ignored. A scheduler given the registry must be destroyed first. */
+COHORT_API void cohort_workload_registry_destroy(cohort_workload_registry* registry);
+/* Registers a workload (JSON as above; "id", "pid" and "memory_bytes" are
+ * required). INVALID_ARGUMENT naming the field for JSON of the wrong shape,
+ * an unknown field, an empty id, a pid <= 0, a memory_bytes of 0, a GPU
+ * listed twice, an empty file path, or an id already registered; NOT_FOUND
+ * when the process is not running. */
+COHORT_API int cohort_workload_registry_add(cohort_workload_registry* registry, const char* workload_json);
+/* NOT_FOUND for an id that is not registered. */
+COHORT_API int cohort_workload_registry_remove(cohort_workload_registry* registry, const char* id);
+/* The live figures the workload reports (0: unknown). NOT_FOUND for an id
+ * that is not registered; INVALID_ARGUMENT naming the figure for a negative
+ * or non-finite one. */
+COHORT_API int cohort_workload_registry_update(cohort_workload_registry* registry, const char* id,
+                                               double io_bytes_per_second, uint64_t batch_size,
+                                               double epoch_seconds);
+/* Per-process GPU memory from the monitor's latest sample (each GPU's
+ * process list, where the backend gives one). NOT_FOUND before the
+ * monitor's first sample. */
+COHORT_API int cohort_workload_registry_observe_monitor(cohort_workload_registry* registry,
+                                                        const cohort_gpu_monitor* monitor);
+/* Per-process GPU memory the caller measured: bytes[i] for pids[i], counted
+ * on each workload's first GPU (GPU 0 when it lists none). INVALID_ARGUMENT
+ * for a pid listed twice. */
+COHORT_API int cohort_workload_registry_observe_memory(cohort_workload_registry* registry,
+                                                       const int64_t* pids, const uint64_t* bytes,
+                                                       size_t count);
+/* The workload as JSON; NOT_FOUND when it is not registered or its process
+ * ended (then it is dropped here). */
+COHORT_API int cohort_workload_registry_find(cohort_workload_registry* registry, const char* id,
+                                             char** json, size_t* length);
+/* Every live workload, by id: a JSON array (the dead ones dropped first). */
+COHORT_API int cohort_workload_registry_list(cohort_workload_registry* registry, char** json,
+                                             size_t* length);
+/* Drops the workloads whose process ended; *json (json may be NULL) gets
+ * the JSON array of their ids. */
+COHORT_API int cohort_workload_registry_prune(cohort_workload_registry* registry, char** json,
+                                              size_t* length);
+/* Workloads registered, the dead ones not yet dropped included. */
+COHORT_API int cohort_workload_registry_size(const cohort_workload_registry* registry,
+                                             uint64_t* size);
+
+/* The scheduler's counters and queue now (TransferStats, docs/data.md,
+ * "Metrics"). The layout is part of the ABI: it changes only with the major
+ * version. */
+typedef struct cohort_transfer_stats {
+    uint64_t queued;  /* waiting now, held ones included */
+    uint64_t held;    /* of which held by delay_transfer now */
+    uint64_t running; /* started and not done */
+    uint64_t submitted;
+    uint64_t completed;
+    uint64_t failed;
+    uint64_t dropped;        /* never started: shutdown, a workload that ended */
+    uint64_t delayed;        /* transfers held at least once */
+    uint64_t prioritized;    /* transfers a prioritize action boosted */
+    uint64_t staged;
+    uint64_t prefetch_waits; /* prefetch transfers held back by the depth */
+    uint64_t misses;         /* finished after their deadline */
+    uint64_t bytes;          /* read so far */
+    uint64_t memory_pressure_events; /* decisions on a rule of category "memory" */
+    uint64_t temperature_events;     /* ... of category "thermal" */
+    uint64_t prefetch_depth;         /* prefetch transfers allowed to run now */
+    double total_delay_seconds;      /* the holds decided, added up */
+    double bytes_per_second;         /* bytes over the seconds since the scheduler was made */
+    double prefetch_factor;          /* the last reduce_prefetch factor (1: none) */
+} cohort_transfer_stats;
+
+/* A policy: the actions that apply to a transfer now, added to `actions`
+ * (borrowed for the call) with cohort_transfer_actions_add. id, workload
+ * and kind are borrowed for the call; priority is the transfer's plus its
+ * workload's; prefetch is 1 for a read ahead of need. Return 0; anything
+ * else is recorded as a "policy" decision (with the message of
+ * cohort_transfer_actions_set_error) and no rule applies. Called on the
+ * dispatcher thread when a transfer is queued and each time it is about
+ * to start. */
+typedef int32_t (*cohort_transfer_policy_fn)(void* user_data, const char* id, const char* workload,
+                                             const char* kind, uint64_t bytes, int64_t priority,
+                                             int32_t prefetch, cohort_transfer_actions* actions);
+/* Called once on an I/O thread when a started transfer ends, before
+ * cohort_transfer_wait returns for it; the transfer holds its I/O thread
+ * until this returns. id and result_json (as cohort_transfer_result) are
+ * borrowed for the call. Not called for a transfer that never started
+ * (dropped at shutdown or because its workload ended): its handle says so. */
+typedef void (*cohort_transfer_done_fn)(void* user_data, const char* id, int32_t status,
+                                        const char* result_json, size_t length);
+
+/* Adds one rule's say on the transfer. type: "reduce_prefetch" (factor,
+ * >= 0, multiplies the prefetch depth), "delay_transfer" (delay_seconds,
+ * 0 to a year, holds it), "prioritize" (boost NULL: the scheduler's
+ * prioritize_boost; else *boost is added to its priority) or
+ * "stage_transfer" (to the staging directory); the other parameters are
+ * ignored for the other types. rule (NULL or "": "policy") and category
+ * ("memory" and "thermal" are counted in the stats; NULL: none) are copied.
+ * INVALID_ARGUMENT for an unknown type or a factor or delay out of range. */
+COHORT_API int cohort_transfer_actions_add(cohort_transfer_actions* actions, const char* rule,
+                                           const char* type, const char* category, double factor,
+                                           double delay_seconds, const int32_t* boost);
+/* A value the rule saw (gpu_memory 91.5, ...), added to the action added
+ * last; shown in the decisions. INVALID_ARGUMENT before the first action. */
+COHORT_API int cohort_transfer_actions_add_value(cohort_transfer_actions* actions, const char* name,
+                                                 double value);
+/* Why the policy fails, for a callback that then returns non-zero. */
+COHORT_API int cohort_transfer_actions_set_error(cohort_transfer_actions* actions,
+                                                 const char* message);
+
+/* A scheduler. options_json (NULL or "": the defaults): {"workers" (I/O
+ * threads, 1 to 256, default 2), "prefetch_depth" (>= 1, default 8),
+ * "aging_per_second" (> 0, default 1), "prioritize_boost" (default 100),
+ * "staging_dir" (an existing directory; absent: no staging),
+ * "explain_history" (finished transfers explain still knows, default
+ * 1024)}. registry (may be NULL): transfers must name one of its workloads,
+ * whose priority they inherit, and are dropped when it ends. The policy is
+ * a monitor's GPU rule pack (monitor), or policy(user_data, ...), or none
+ * (both NULL). registry and monitor stay the caller's and must outlive the
+ * scheduler. INVALID_ARGUMENT naming the field or option (both a monitor
+ * and a policy, an option out of range, a staging_dir that is not a
+ * directory). Pairs with cohort_transfer_scheduler_destroy. */
+COHORT_API int cohort_transfer_scheduler_create(const char* options_json,
+                                                cohort_workload_registry* registry,
+                                                cohort_gpu_monitor* monitor,
+                                                cohort_transfer_policy_fn policy, void* user_data,
+                                                cohort_transfer_scheduler** out);
+/* Stops taking transfers, lets the running ones finish (their callbacks
+ * included), completes the queued ones with COHORT_ERR_CLOSED, and frees.
+ * Transfer handles stay valid. NULL is ignored. */
+COHORT_API void cohort_transfer_scheduler_destroy(cohort_transfer_scheduler* scheduler);
+/* Queues a read. request_json: {"id" (unique among the transfers queued or
+ * running), "workload", "path", "offset" (default 0), "length" (bytes,
+ * > 0), "priority" (default 0, higher first), "kind" (the rules' file_type,
+ * default "dataset"), "prefetch" (default false), "stage" (to the staging
+ * directory; default false), "deadline_seconds" (after submit; finishing
+ * later counts as a miss)}. The bytes go to buffer (buffer_length >= length;
+ * NULL with 0 when staged), which must stay valid and untouched until the
+ * transfer has finished. on_done (may be NULL) as above. INVALID_ARGUMENT
+ * naming the transfer and the field (JSON of the wrong shape, an unknown
+ * field, an empty id or path, a length of 0, no destination, a buffer
+ * shorter than length, stage without a staging_dir, an id already queued);
+ * NOT_FOUND for a workload the registry does not know; CLOSED while
+ * shutting down. Pairs with cohort_transfer_destroy. */
+COHORT_API int cohort_transfer_submit(cohort_transfer_scheduler* scheduler, const char* request_json,
+                                      void* buffer, uint64_t buffer_length,
+                                      cohort_transfer_done_fn on_done, void* user_data,
+                                      cohort_transfer** out);
+/* Releases the handle only: the transfer goes on and its buffer must stay
+ * valid until it finished. NULL is ignored. */
+COHORT_API void cohort_transfer_destroy(cohort_transfer* transfer);
+/* The transfer's id; borrowed from the handle. */
+COHORT_API int cohort_transfer_id(const cohort_transfer* transfer, const char** id);
+/* *done = 1 once the transfer finished (read, failed or dropped). Never
+ * blocks. */
+COHORT_API int cohort_transfer_test(const cohort_transfer* transfer, int32_t* done);
+/* Waits for the transfer and returns its status (a failed read's message,
+ * naming the file and the offset, in cohort_last_error()). limit_seconds 0
+ * waits until it finishes; a positive limit (at most a year) gives up after
+ * that long with COHORT_ERR_TIMEOUT while the transfer goes on. */
+COHORT_API int cohort_transfer_wait(cohort_transfer* transfer, double limit_seconds);
+/* The result as JSON (above); INVALID_ARGUMENT before it finished. */
+COHORT_API int cohort_transfer_result(const cohort_transfer* transfer, char** json, size_t* length);
+/* The decisions taken on transfer `id` so far (a JSON array), while queued
+ * or running or among the last explain_history finished; NOT_FOUND
+ * otherwise. */
+COHORT_API int cohort_transfer_scheduler_explain(const cohort_transfer_scheduler* scheduler,
+                                                 const char* id, char** json, size_t* length);
+COHORT_API int cohort_transfer_scheduler_stats(const cohort_transfer_scheduler* scheduler,
+                                               cohort_transfer_stats* out);
+
 /* ------------------------------------------------ data path: the shard reader */
 
 /* The shards the coordinator leases to a member, read ahead of the training
  * loop (docs/data.md, "ShardReader and ShardLoader"): the reader leases
  * shards of the job's dataset plan, whose shard i must be shard i of
- * `shards` (cohort_shards_plan_json), reads each one's byte ranges of
- * the dataset's files on I/O threads of its own into buffers it owns, and
- * keeps as many shards leased and read ahead as its prefetch depth allows.
- * Relative file paths are read under `data_dir` (NULL or "": the working
- * directory). workers: I/O threads (0: 2); prefetch_depth: shards kept
- * ahead at most (0: 8). Leases and reads start at once. Shards leased and
- * not handed out, or handed out and not reported done, when the reader is
- * destroyed go back to the queue when their lease expires (the plan's
- * lease_duration), or at once when the member leaves or fails. */
+ * `shards` (cohort_shards_plan_json), reads each one's byte ranges of the
+ * dataset's files as prefetch transfers of `scheduler` into buffers it
+ * owns, and keeps as many shards leased and read ahead as the scheduler's
+ * prefetch depth allows now (so a reduce_prefetch rule of its policy reads
+ * fewer ahead). scheduler NULL: the reader makes its own, without a policy.
+ * options_json (NULL or "": the defaults): {"data_dir" (relative file paths
+ * are read under it; absent: the working directory), "workload" (the
+ * transfers' workload: one of the scheduler's registry, if it has one),
+ * "priority" (the transfers'), "max_ahead" (at most this many shards
+ * ahead, 0: no cap), "poll_interval_seconds" (how often to ask while other
+ * members hold every shard left, default 0.05), and for a reader without a
+ * scheduler "workers" (default 2) and "prefetch_depth" (default 8)}.
+ * Leases and reads start at once. Shards leased and not handed out, or
+ * handed out and not reported done, when the reader is destroyed go back
+ * to the queue when their lease expires (the plan's lease_duration), or at
+ * once when the member leaves or fails. */
 
 typedef struct cohort_shard_reader cohort_shard_reader;
 
-/* Leases of `membership`, which must outlive the reader; each wait of
+/* Leases of `membership`, which must outlive the reader (as must the
+ * scheduler, when given); each wait of
  * cohort_shard_reader_next is added to the member's next recorded step
  * when that step's data_wait is 0 or negative (not measured by the
  * program). Pairs with cohort_shard_reader_destroy. */
 COHORT_API int cohort_shard_reader_from_membership(cohort_membership* membership, const cohort_shards* shards,
-                                                   const char* data_dir, uint32_t workers, uint32_t prefetch_depth,
+                                                   cohort_transfer_scheduler* scheduler, const char* options_json,
                                                    cohort_shard_reader** out);
 /* Leases of `member` of `job` through `client`, which must outlive the
  * reader; the data wait is the caller's to record. Pairs with
  * cohort_shard_reader_destroy. */
 COHORT_API int cohort_shard_reader_create(cohort_coordinator_client* client, const char* job, const char* member,
-                                          const cohort_shards* shards, const char* data_dir, uint32_t workers,
-                                          uint32_t prefetch_depth, cohort_shard_reader** out);
-/* Stops leasing and reading (waiting for the lease request under way and
- * the reads started). NULL is ignored. */
+                                          const cohort_shards* shards, cohort_transfer_scheduler* scheduler,
+                                          const char* options_json, cohort_shard_reader** out);
+/* Stops leasing, waiting for the lease request under way (and, for a
+ * reader with its own scheduler, the reads started; reads on a given
+ * scheduler finish there). NULL is ignored. */
 COHORT_API void cohort_shard_reader_destroy(cohort_shard_reader* reader);
 /* Waits up to timeout_seconds for the next leased shard's bytes. *finished
  * is 1 when the coordinator says every epoch is done (nothing else is

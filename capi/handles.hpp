@@ -8,10 +8,12 @@
 
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <new>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct cohort_topology {
@@ -68,6 +70,22 @@ struct cohort_coordinator {
 };
 struct cohort_coordinator_client {
     cohort::CoordinatorClient impl;  // synchronises its own calls
+};
+struct cohort_workload_registry {
+    explicit cohort_workload_registry(cohort::WorkloadRegistryOptions options) : impl(std::move(options)) {}
+    cohort::WorkloadRegistry impl;  // synchronises its own calls
+};
+struct cohort_transfer_scheduler {
+    explicit cohort_transfer_scheduler(cohort::TransferOptions options) : impl(std::move(options)) {}
+    cohort::TransferScheduler impl;  // synchronises its own calls
+};
+struct cohort_transfer {
+    std::string id;                                      // for borrowed reads
+    std::shared_future<cohort::TransferResult> future;  // outlives the scheduler
+};
+struct cohort_transfer_actions {  // a policy callback's answer, on the dispatcher thread
+    std::vector<cohort::PolicyAction> actions;
+    std::string error;
 };
 
 namespace cohort::capi {

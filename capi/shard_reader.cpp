@@ -1,14 +1,18 @@
 // C ABI: the data path's shard reader (cohort/shard_reader.hpp).
 #include "coordinator_json.hpp"
 #include "handles.hpp"
+#include "json_fields.hpp"
 #include "membership_handle.hpp"
 
 #include <cohort/shard_reader.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <string>
+
+#include <fmt/format.h>
 
 struct cohort_shard_reader {
     cohort::ShardReader impl;
@@ -22,11 +26,26 @@ using namespace cohort::capi;
 
 namespace {
 
-cohort::ShardReaderOptions reader_options(const char* data_dir, uint32_t workers, uint32_t prefetch_depth) {
+// The options_json of the constructors; scheduler options only without a scheduler.
+cohort::ShardReaderOptions reader_options(const char* text, cohort_transfer_scheduler* scheduler, const char* fn) {
+    JsonFields f(text, fn, "options_json", true);
     cohort::ShardReaderOptions o;
-    if (data_dir != nullptr) o.root = data_dir;
-    if (workers != 0) o.transfers.workers = workers;
-    if (prefetch_depth != 0) o.transfers.prefetch_depth = prefetch_depth;
+    if (auto v = f.text("data_dir")) o.root = *v;
+    if (auto v = f.text("workload")) o.workload = *v;
+    if (auto v = f.integer("priority", INT32_MIN, INT32_MAX)) o.priority = static_cast<int>(*v);
+    if (auto v = f.count("max_ahead", UINT32_MAX)) o.max_ahead = *v;
+    if (auto v = f.number("poll_interval_seconds"))
+        o.poll_interval = milliseconds_arg(*v, fn, "options_json field \"poll_interval_seconds\"", false);
+    if (scheduler != nullptr && (f.has("workers") || f.has("prefetch_depth"))) {
+        throw Error(Errc::invalid_argument,
+                    fmt::format("{}: options_json: \"workers\" and \"prefetch_depth\" are the options of a reader "
+                                "without a scheduler; the scheduler given has its own",
+                                fn));
+    }
+    if (auto v = f.count("workers", UINT32_MAX)) o.transfers.workers = *v;
+    if (auto v = f.count("prefetch_depth", UINT32_MAX)) o.transfers.prefetch_depth = *v;
+    f.finish();
+    if (scheduler != nullptr) o.scheduler = &scheduler->impl;
     return o;
 }
 
@@ -34,20 +53,21 @@ cohort::ShardReaderOptions reader_options(const char* data_dir, uint32_t workers
 
 extern "C" {
 
-int cohort_shard_reader_from_membership(cohort_membership* membership, const cohort_shards* shards, const char* data_dir,
-                                        uint32_t workers, uint32_t prefetch_depth, cohort_shard_reader** out) {
+int cohort_shard_reader_from_membership(cohort_membership* membership, const cohort_shards* shards,
+                                        cohort_transfer_scheduler* scheduler, const char* options_json,
+                                        cohort_shard_reader** out) {
     return guard(__func__, [&](const char* fn) {
         require(membership, fn, "membership");
         require(shards, fn, "shards");
         require(out, fn, "out");
         *out = new cohort_shard_reader{
-            cohort::ShardReader(membership->impl, shards->impl, reader_options(data_dir, workers, prefetch_depth)), {}};
+            cohort::ShardReader(membership->impl, shards->impl, reader_options(options_json, scheduler, fn)), {}};
     });
 }
 
 int cohort_shard_reader_create(cohort_coordinator_client* client, const char* job, const char* member,
-                               const cohort_shards* shards, const char* data_dir, uint32_t workers,
-                               uint32_t prefetch_depth, cohort_shard_reader** out) {
+                               const cohort_shards* shards, cohort_transfer_scheduler* scheduler,
+                               const char* options_json, cohort_shard_reader** out) {
     return guard(__func__, [&](const char* fn) {
         require(client, fn, "client");
         require(job, fn, "job");
@@ -55,8 +75,7 @@ int cohort_shard_reader_create(cohort_coordinator_client* client, const char* jo
         require(shards, fn, "shards");
         require(out, fn, "out");
         *out = new cohort_shard_reader{cohort::ShardReader(cohort::lease_source(client->impl, job, member),
-                                                           shards->impl,
-                                                           reader_options(data_dir, workers, prefetch_depth)),
+                                                           shards->impl, reader_options(options_json, scheduler, fn)),
                                        {}};
     });
 }

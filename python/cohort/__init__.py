@@ -33,7 +33,7 @@ from ._util import FORMATS, LEVELS, ROLES, STATUSES, STRATEGIES
 from . import comm as _comm
 from .comm import Communicator, Work
 from .coordinator import Coordinator, CoordinatorClient
-from . import data
+from . import data  # cohort.data: the data path (workloads, transfers)
 from .dataset import DataFile, Dataset, Shard, Shards, split_shards
 from .epoch import epoch_order
 from .errors import (BufferTooSmall, CallbackError, Closed, Error, FileError, InternalError,

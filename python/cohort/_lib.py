@@ -43,6 +43,10 @@ launch_env_p = _opaque("cohort_launch_env")
 coordinator_p = _opaque("cohort_coordinator")
 coordinator_client_p = _opaque("cohort_coordinator_client")
 membership_p = _opaque("cohort_membership")
+workload_registry_p = _opaque("cohort_workload_registry")
+transfer_scheduler_p = _opaque("cohort_transfer_scheduler")
+transfer_p = _opaque("cohort_transfer")
+transfer_actions_p = _opaque("cohort_transfer_actions")
 shard_reader_p = _opaque("cohort_shard_reader")
 
 
@@ -75,6 +79,25 @@ assign_fn = CFUNCTYPE(c_int64, c_void_p, c_uint64, c_uint32, POINTER(c_uint32), 
 # int32_t (*)(void* user_data, const char* rule, int64_t priority, const char* action_type,
 #             const char* target, const char* parameters_json)
 action_fn = CFUNCTYPE(c_int32, c_void_p, c_char_p, c_int64, c_char_p, c_char_p, c_char_p)
+
+
+class transfer_stats(Structure):
+    _fields_ = [(name, c_uint64) for name in (
+        "queued", "held", "running", "submitted", "completed", "failed", "dropped", "delayed",
+        "prioritized", "staged", "prefetch_waits", "misses", "bytes", "memory_pressure_events",
+        "temperature_events", "prefetch_depth")] + [
+        ("total_delay_seconds", c_double), ("bytes_per_second", c_double),
+        ("prefetch_factor", c_double)]
+
+
+# int32_t (*)(void* user_data, int64_t pid)
+pid_alive_fn = CFUNCTYPE(c_int32, c_void_p, c_int64)
+# int32_t (*)(void* user_data, const char* id, const char* workload, const char* kind,
+#             uint64_t bytes, int64_t priority, int32_t prefetch, cohort_transfer_actions*)
+transfer_policy_fn = CFUNCTYPE(c_int32, c_void_p, c_char_p, c_char_p, c_char_p, c_uint64, c_int64,
+                               c_int32, transfer_actions_p)
+# void (*)(void* user_data, const char* id, int32_t status, const char* result_json, size_t length)
+transfer_done_fn = CFUNCTYPE(None, c_void_p, c_char_p, c_int32, c_char_p, c_size_t)
 
 _P = POINTER
 _cstr_out = _P(c_char_p)          # const char** (borrowed)
@@ -386,11 +409,45 @@ PROTOTYPES = {
     "cohort_membership_next_shard": (_STATUS, [membership_p, _owned_out, _P(c_size_t)]),
     "cohort_membership_shard_done": (_STATUS, [membership_p, c_uint64, _P(c_int32)]),
     "cohort_membership_leave": (_STATUS, [membership_p]),
+    # data path: workloads and transfers
+    "cohort_workload_registry_create": (_STATUS, [pid_alive_fn, c_void_p,
+                                                  _P(workload_registry_p)]),
+    "cohort_workload_registry_destroy": (None, [workload_registry_p]),
+    "cohort_workload_registry_add": (_STATUS, [workload_registry_p, c_char_p]),
+    "cohort_workload_registry_remove": (_STATUS, [workload_registry_p, c_char_p]),
+    "cohort_workload_registry_update": (_STATUS, [workload_registry_p, c_char_p, c_double,
+                                                  c_uint64, c_double]),
+    "cohort_workload_registry_observe_monitor": (_STATUS, [workload_registry_p, gpu_monitor_p]),
+    "cohort_workload_registry_observe_memory": (_STATUS, [workload_registry_p, _P(c_int64),
+                                                          _P(c_uint64), c_size_t]),
+    "cohort_workload_registry_find": (_STATUS, [workload_registry_p, c_char_p, _owned_out,
+                                                _P(c_size_t)]),
+    "cohort_workload_registry_list": (_STATUS, [workload_registry_p, _owned_out, _P(c_size_t)]),
+    "cohort_workload_registry_prune": (_STATUS, [workload_registry_p, _owned_out, _P(c_size_t)]),
+    "cohort_workload_registry_size": (_STATUS, [workload_registry_p, _P(c_uint64)]),
+    "cohort_transfer_actions_add": (_STATUS, [transfer_actions_p, c_char_p, c_char_p, c_char_p,
+                                              c_double, c_double, _P(c_int32)]),
+    "cohort_transfer_actions_add_value": (_STATUS, [transfer_actions_p, c_char_p, c_double]),
+    "cohort_transfer_actions_set_error": (_STATUS, [transfer_actions_p, c_char_p]),
+    "cohort_transfer_scheduler_create": (_STATUS, [c_char_p, workload_registry_p, gpu_monitor_p,
+                                                   transfer_policy_fn, c_void_p,
+                                                   _P(transfer_scheduler_p)]),
+    "cohort_transfer_scheduler_destroy": (None, [transfer_scheduler_p]),
+    "cohort_transfer_submit": (_STATUS, [transfer_scheduler_p, c_char_p, c_void_p, c_uint64,
+                                         transfer_done_fn, c_void_p, _P(transfer_p)]),
+    "cohort_transfer_destroy": (None, [transfer_p]),
+    "cohort_transfer_id": (_STATUS, [transfer_p, _cstr_out]),
+    "cohort_transfer_test": (_STATUS, [transfer_p, _P(c_int32)]),
+    "cohort_transfer_wait": (_STATUS, [transfer_p, c_double]),
+    "cohort_transfer_result": (_STATUS, [transfer_p, _owned_out, _P(c_size_t)]),
+    "cohort_transfer_scheduler_explain": (_STATUS, [transfer_scheduler_p, c_char_p, _owned_out,
+                                                    _P(c_size_t)]),
+    "cohort_transfer_scheduler_stats": (_STATUS, [transfer_scheduler_p, _P(transfer_stats)]),
     # data path: the shard reader
-    "cohort_shard_reader_from_membership": (_STATUS, [membership_p, shards_p, c_char_p, c_uint32, c_uint32,
+    "cohort_shard_reader_from_membership": (_STATUS, [membership_p, shards_p, transfer_scheduler_p, c_char_p,
                                                       _P(shard_reader_p)]),
-    "cohort_shard_reader_create": (_STATUS, [coordinator_client_p, c_char_p, c_char_p, shards_p, c_char_p,
-                                             c_uint32, c_uint32, _P(shard_reader_p)]),
+    "cohort_shard_reader_create": (_STATUS, [coordinator_client_p, c_char_p, c_char_p, shards_p,
+                                             transfer_scheduler_p, c_char_p, _P(shard_reader_p)]),
     "cohort_shard_reader_destroy": (None, [shard_reader_p]),
     "cohort_shard_reader_next": (_STATUS, [shard_reader_p, c_double, _P(c_int32), _P(c_uint64), _P(c_uint64),
                                            _P(c_uint32), _cstr_out, _P(_P(c_uint8)), _P(c_uint64)]),

@@ -55,41 +55,59 @@ class ShardLoader(_util.Handle):
     job's plan: register ShardLoader.plan(shards)) leased through `source`,
     a cohort.Membership or a cohort.CoordinatorClient with job= and member=.
     root: the directory relative file paths are read under (None: the
-    working directory). workers: I/O threads; prefetch_depth: shards read
-    ahead at most. timeout: seconds one shard may take (None: no limit;
-    cohort.Timeout after it). copy=False yields memoryviews of the reader's
-    buffers instead of bytes, valid until the shard is done."""
+    working directory). scheduler: a cohort.data.TransferScheduler to read
+    through (its policy's reduce_prefetch then reads fewer shards ahead;
+    workload= names one of its registry's workloads, priority= the reads'),
+    or None: the loader's own, with `workers` I/O threads and up to
+    `prefetch_depth` shards ahead. max_ahead: a cap on the shards ahead
+    whatever the depth (None: none). timeout: seconds one shard may take
+    (None: no limit; cohort.Timeout after it). copy=False yields memoryviews
+    of the reader's buffers instead of bytes, valid until the shard is done."""
 
     _kind = "shard loader"
     _destroy_name = "cohort_shard_reader_destroy"
 
-    def __init__(self, source, shards, *, job=None, member=None, root=None, workers=2,
-                 prefetch_depth=8, timeout=None, copy=True):
+    def __init__(self, source, shards, *, job=None, member=None, root=None, scheduler=None,
+                 workload=None, priority=0, workers=2, prefetch_depth=8, max_ahead=None,
+                 timeout=None, copy=True):
+        from .transfers import TransferScheduler
+
         if not isinstance(shards, Shards):
             raise InvalidArgument(f"shards must be a cohort.Shards (cohort.split_shards), not {shards!r}")
         lib = _lib.load()
-        workers = _util.u32("workers", workers)
-        depth = _util.u32("prefetch_depth", prefetch_depth)
-        if workers == 0 or depth == 0:
-            raise InvalidArgument("workers and prefetch_depth must be at least 1")
-        root_arg = None if root is None else _util.fspath(root)
+        options = {"priority": _util.index("priority", priority)}
+        if root is not None:
+            options["data_dir"] = os.fsdecode(root)
+        if workload is not None:
+            options["workload"] = str(workload)
+        if max_ahead is not None:
+            options["max_ahead"] = _util.u32("max_ahead", max_ahead)
+        if scheduler is None:
+            options["workers"] = _util.u32("workers", workers)
+            options["prefetch_depth"] = _util.u32("prefetch_depth", prefetch_depth)
+            if options["workers"] == 0 or options["prefetch_depth"] == 0:
+                raise InvalidArgument("workers and prefetch_depth must be at least 1")
+        elif not isinstance(scheduler, TransferScheduler):
+            raise InvalidArgument(f"scheduler must be a cohort.data.TransferScheduler, not {scheduler!r}")
+        sched = None if scheduler is None else scheduler._h()
+        text = json.dumps(options).encode("utf-8")
         if isinstance(source, Membership):
             if job is not None or member is not None:
                 raise InvalidArgument("job= and member= go with a CoordinatorClient source only")
             ptr = _util.create(lib.cohort_shard_reader_from_membership, _lib.shard_reader_p,
-                               source._h(), shards._h(), root_arg, workers, depth)
+                               source._h(), shards._h(), sched, text)
         elif isinstance(source, CoordinatorClient):
             if job is None or member is None:
                 raise InvalidArgument("a CoordinatorClient source needs job= and member=")
             ptr = _util.create(lib.cohort_shard_reader_create, _lib.shard_reader_p, source._h(),
                                _util.text("job", job), _util.text("member", member), shards._h(),
-                               root_arg, workers, depth)
+                               sched, text)
         else:
             raise InvalidArgument(f"the source must be a Membership or a CoordinatorClient, not {source!r}")
         super().__init__(ptr)
         self._lib = lib
         # Kept alive as long as the reader, which uses them.
-        self._source, self._shards = source, shards
+        self._source, self._shards, self._scheduler = source, shards, scheduler
         self._job, self._member = job, member
         self._root = root
         self.timeout = _util.seconds("timeout", timeout, 300 * 24 * 3600.0)  # the C limit is a year

@@ -122,6 +122,7 @@ static void test_shard_reader(const char* scratch) {
     char* text = NULL;
     size_t length = 0;
     char path[1024];
+    char options[1200];
     uint64_t count = 0;
     int seen[2][6];
 
@@ -150,18 +151,25 @@ static void test_shard_reader(const char* scratch) {
     text = NULL;
 
     /* Bad arguments. */
-    CHECK_ERR(cohort_shard_reader_from_membership(NULL, shards, scratch, 1, 2, &reader), COHORT_ERR_INVALID_ARGUMENT,
+    snprintf(options, sizeof options, "{\"data_dir\": \"%s\", \"workers\": 2, \"prefetch_depth\": 2}", scratch);
+    CHECK_ERR(cohort_shard_reader_from_membership(NULL, shards, NULL, options, &reader), COHORT_ERR_INVALID_ARGUMENT,
               "membership must not be NULL");
-    CHECK_ERR(cohort_shard_reader_from_membership(m, NULL, scratch, 1, 2, &reader), COHORT_ERR_INVALID_ARGUMENT,
+    CHECK_ERR(cohort_shard_reader_from_membership(m, NULL, NULL, options, &reader), COHORT_ERR_INVALID_ARGUMENT,
               "shards must not be NULL");
-    CHECK_ERR(cohort_shard_reader_from_membership(m, shards, scratch, 1000, 2, &reader), COHORT_ERR_INVALID_ARGUMENT,
-              "workers");
+    CHECK_ERR(cohort_shard_reader_from_membership(m, shards, NULL, "{\"workers\": 1000}", &reader),
+              COHORT_ERR_INVALID_ARGUMENT, "workers");
+    CHECK_ERR(cohort_shard_reader_from_membership(m, shards, NULL, "{\"depth\": 1}", &reader),
+              COHORT_ERR_INVALID_ARGUMENT, "depth");
+    CHECK_ERR(cohort_shard_reader_from_membership(m, shards, NULL, "[1]", &reader), COHORT_ERR_INVALID_ARGUMENT,
+              "options_json");
+    CHECK_ERR(cohort_shard_reader_from_membership(m, shards, NULL, "{\"poll_interval_seconds\": 0}", &reader),
+              COHORT_ERR_INVALID_ARGUMENT, "poll_interval_seconds");
     CHECK(reader == NULL);
     CHECK_ERR(cohort_membership_add_data_wait(m, -1.0), COHORT_ERR_INVALID_ARGUMENT, "add_data_wait");
 
     /* Every shard of both epochs, once each, with its bytes. */
     memset(seen, 0, sizeof seen);
-    CHECK_OK(cohort_shard_reader_from_membership(m, shards, scratch, 2, 2, &reader));
+    CHECK_OK(cohort_shard_reader_from_membership(m, shards, NULL, options, &reader));
     for (int i = 0; i < 20; ++i) {
         int32_t finished = -1, outcome = -1;
         uint64_t lease = 0, shard = 99, size = 0;
@@ -232,9 +240,16 @@ static void test_shard_reader(const char* scratch) {
         text = NULL;
         CHECK_OK(cohort_coordinator_client_join(admin, "rshort", "r-b", NULL, NULL, &generation, &generation_active,
                                                 &rank));
-        CHECK_ERR(cohort_shard_reader_create(admin, NULL, "r-b", halves, scratch, 1, 1, &reader),
+        cohort_transfer_scheduler* scheduler = NULL;
+        CHECK_OK(cohort_transfer_scheduler_create("{\"workers\": 1, \"prefetch_depth\": 3}", NULL, NULL, NULL, NULL,
+                                                  &scheduler));
+        snprintf(options, sizeof options, "{\"data_dir\": \"%s\", \"workload\": \"\", \"priority\": 5}", scratch);
+        CHECK_ERR(cohort_shard_reader_create(admin, NULL, "r-b", halves, scheduler, options, &reader),
                   COHORT_ERR_INVALID_ARGUMENT, "job must not be NULL");
-        CHECK_OK(cohort_shard_reader_create(admin, "rshort", "r-b", halves, scratch, 1, 1, &reader));
+        CHECK_ERR(cohort_shard_reader_create(admin, "rshort", "r-b", halves, scheduler, "{\"workers\": 2}", &reader),
+                  COHORT_ERR_INVALID_ARGUMENT, "a reader without a scheduler");
+        /* Through a scheduler of the caller's: its prefetch depth is the reader's. */
+        CHECK_OK(cohort_shard_reader_create(admin, "rshort", "r-b", halves, scheduler, options, &reader));
         /* Shard 0 is [0, 1000): whole. Shard 1 is [1000, 2000): the file ends at 1234. */
         CHECK_OK(cohort_shard_reader_next(reader, 10.0, &finished, &lease, &shard, NULL, NULL, &data, &size));
         CHECK(finished == 0 && shard == 0 && size == 1000 && holds_shard(halves, 1, 0, data, size));
@@ -248,8 +263,14 @@ static void test_shard_reader(const char* scratch) {
         CHECK_ERR(cohort_shard_reader_next(reader, 0.2, &finished, NULL, NULL, NULL, NULL, NULL, NULL),
                   COHORT_ERR_TIMEOUT, "for a lease");
         CHECK_OK(cohort_shard_reader_stats(reader, &stats));
-        CHECK(stats.failed == 1 && stats.shards == 1);
+        CHECK(stats.failed == 1 && stats.shards == 1 && stats.depth == 3);
+        {
+            cohort_transfer_stats t;
+            CHECK_OK(cohort_transfer_scheduler_stats(scheduler, &t));
+            CHECK(t.submitted == 2 && t.failed == 1);
+        }
         cohort_shard_reader_destroy(reader);
+        cohort_transfer_scheduler_destroy(scheduler);
         cohort_shards_destroy(halves);
         cohort_dataset_destroy(listed);
     }

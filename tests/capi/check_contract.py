@@ -18,7 +18,7 @@ import re
 import sys
 
 CONSTRUCTOR = re.compile(r"_(create|load_file|load_string|from_env|from_[a-z_]+|open|compile|split|"
-                         r"replan)$")
+                         r"replan|submit)$")
 # Functions that need no handle, by the thing they work on (contract 1).
 MODULES = ("version", "last_error", "strerror", "free", "dtype", "reduce_op", "algorithm", "transport",
            "epoch", "gpu", "rules")

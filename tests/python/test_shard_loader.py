@@ -146,6 +146,29 @@ class ShardLoaderTest(Fixture):
         with self.assertRaises(cohort.Timeout):
             loader.next_shard()
 
+    def test_a_scheduler_policy_that_reduces_prefetch_reads_fewer_ahead(self):
+        shards = cohort.split_shards(self.files([12000]), shard_count=12)
+        m = self.member("depth", shards)
+        pressure = cohort.data.PolicyAction("reduce_prefetch", rule="reduce_prefetch_on_memory_pressure",
+                                            category="memory", factor=0.25)
+        with cohort.data.TransferScheduler(workers=2, prefetch_depth=8,
+                                           policy=lambda facts: [pressure]) as scheduler:
+            with cohort.data.ShardLoader(m, shards, root=self.dir, scheduler=scheduler) as loader:
+                time.sleep(0.3)  # a loop that does not ask: the reader fills the depth, 8 x 0.25
+                stats = loader.stats()
+                self.assertEqual(stats["depth"], 2)
+                self.assertEqual(stats["ahead"], 2)
+                self.assertEqual(scheduler.stats().prefetch_depth, 2)
+                for shard in loader:
+                    self.assertEqual(shard.data, self.expected(shards, shard.shard))
+                    self.assertLessEqual(loader.stats()["ahead"], 2)
+                stats = loader.stats()
+            self.assertEqual(stats["shards"], 12)
+            self.assertEqual(stats["max_ahead"], 2)
+            self.assertGreater(stats["prefetch_hits"], 0)
+        with self.assertRaises(cohort.InvalidArgument):
+            cohort.data.ShardLoader(m, shards, scheduler="no")
+
     def test_bad_arguments(self):
         shards = cohort.split_shards(self.files([100]), shard_count=1)
         with self.assertRaises(cohort.InvalidArgument):
