@@ -92,8 +92,8 @@ struct ShardReaderStats {
 class COHORT_API ShardReader {
 public:
     // Starts leasing and reading at once. Error(invalid_argument) for a
-    // source without next_shard/shard_done, a max_ahead or poll_interval out
-    // of range, or bad scheduler options.
+    // source without next_shard/shard_done, a poll_interval outside 1 ms to
+    // 10 min, or bad options for the reader's own scheduler.
     ShardReader(ShardLeaseSource source, ShardSet shards, ShardReaderOptions options = {});
     ShardReader(Membership& membership, ShardSet shards, ShardReaderOptions options = {});
     // Stops leasing. Shards leased and not handed out, and shards handed
@@ -111,7 +111,8 @@ public:
     // code (io for a short or missing file) naming the shard, its lease, the
     // file and the offset; a lease the layout does not have throws
     // Error(mismatch); a lease request that failed throws its error. The
-    // reader goes on after each: the next call is the next shard.
+    // reader goes on after each: the next call is the next shard. From one
+    // thread at a time; done() and stats() from any.
     std::optional<ShardData> next(std::chrono::milliseconds timeout = std::chrono::hours(24 * 365));
     // Reports the shard of a lease next() handed out done to the
     // coordinator and frees its bytes. Error(invalid_argument) for a lease
