@@ -1501,6 +1501,32 @@ COHORT_API int cohort_transfer_scheduler_explain(const cohort_transfer_scheduler
 COHORT_API int cohort_transfer_scheduler_stats(const cohort_transfer_scheduler* scheduler,
                                                cohort_transfer_stats* out);
 
+/* ---------------------------------------------- Data path: the data advisor */
+
+/* How to read the plan's data (docs/data.md, "DataAdvisor"): the prefetch
+ * depth for the job and each member, whether to cache, the members with
+ * high data locality, and per selected shard the replica to read, how far
+ * ahead, where to cache it (none, memory, local_disk) and a priority, each
+ * with a reason naming the inputs it came from. options_json is one object:
+ *   "batch_size" (required: samples per batch on one node, >= 1),
+ *   "memory_budget_bytes" (required: per node, for prefetch and cache; a
+ *   number or a size such as "8GiB"), "style" ("allreduce", the default, or
+ *   "parameter_server"), "patterns" (globs over the dataset's paths; none:
+ *   every file), "sample_bytes" (default: estimated from record counts),
+ *   "disk_budget_bytes" (default: no limit), "epochs" (default 1),
+ *   "access" ("sequential" or "random"), "locality_threshold" (default
+ *   0.8), and "measurements" {"job": M, "nodes": {NODE_ID: M}}, where M has
+ *   any of "data_wait_fraction" (or "data_wait" and "step_time" in
+ *   seconds), "prefetch_hit_rate", "read_bytes_per_second",
+ *   "samples_per_second". The same options give the same advice.
+ * *advice_json receives the advice (its fields are in docs/data.md); free
+ * it with cohort_free. INVALID_ARGUMENT naming the field for an unknown
+ * field, a bad value (batch_size 0, a rate below 0, a hit rate above 1) or
+ * a malformed pattern; NOT_FOUND for a pattern that matches no file, or
+ * measurements for a node that is not a member of the plan. */
+COHORT_API int cohort_shard_plan_advise(const cohort_shard_plan* plan, const char* options_json, char** advice_json,
+                                        size_t* length);
+
 /* ------------------------------------------------ data path: the shard reader */
 
 /* The shards the coordinator leases to a member, read ahead of the training

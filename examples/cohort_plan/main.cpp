@@ -5,9 +5,28 @@
 
 #include <cohort/cohort.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
+
+namespace {
+
+std::string read_measurements(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        throw cohort::Error(cohort::Errc::io,
+                            fmt::format("--measurements: {}: cannot open: {}", path, std::strerror(errno)));
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     std::optional<cohort_plan::Options> options;
@@ -42,7 +61,17 @@ int main(int argc, char** argv) {
             replanned = plan.replan(remaining);
         }
 
-        const cohort_plan::Report report{order, plan, replanned ? &*replanned : nullptr, options->remove, options->limit};
+        std::optional<cohort::DataAdvice> advice;
+        if (options->advise) {
+            if (!options->measurements_file.empty()) {
+                options->advisor.measurements = cohort::data_measurements_from_json(
+                    read_measurements(options->measurements_file), options->measurements_file);
+            }
+            advice = cohort::DataAdvisor(options->advisor).advise(plan);
+        }
+
+        const cohort_plan::Report report{order,          plan, replanned ? &*replanned : nullptr, options->remove,
+                                         options->limit, advice ? &*advice : nullptr};
         if (options->json) cohort_plan::print_json(report);
         else cohort_plan::print_tables(report);
     } catch (const cohort::Error& e) {

@@ -39,6 +39,31 @@ ranking:
                           (default worker,chief; also evaluator,
                           parameter_server, coordinator, all)
 
+data advice (--advise; docs/data.md, "DataAdvisor"):
+      --advise            also print the data advisor's advice for the plan:
+                          prefetch depth, caching, high-locality nodes and,
+                          per shard, the replica to read, prefetch, cache and
+                          priority, each with its reason
+      --style NAME        allreduce (default) or parameter_server
+      --batch-size N      samples per batch on one node (required)
+      --budget SIZE       memory per node for prefetch and cache, e.g. 8GiB
+                          (required)
+      --disk-budget SIZE  local disk per node for the cache (default: no limit)
+      --sample-bytes SIZE bytes per sample (default: estimated from the
+                          dataset's record counts)
+      --epochs N          how often the data is read (default 1)
+      --access NAME       sequential (default) or random
+      --pattern GLOB      advise on the dataset files matching GLOB only (may
+                          be repeated; * and ? within a path component, **
+                          across /)
+      --locality-threshold X
+                          a node reading at least X of its bytes locally has
+                          high locality (default 0.8)
+      --measurements FILE JSON {"job": M, "nodes": {NODE: M}}, M with
+                          data_wait_fraction (or data_wait and step_time),
+                          prefetch_hit_rate, read_bytes_per_second,
+                          samples_per_second
+
 output:
       --json              one JSON document instead of tables
       --limit N           shard rows to print in tables (default 32, 0 = all)
@@ -102,6 +127,7 @@ cohort::RoleMask parse_roles(std::string_view text) {
 std::optional<Options> parse_options(int argc, char** argv) {
     Options options;
     bool bytes_given = false;
+    std::string advice_flag;  // the last advisor flag given, for "needs --advise"
     cohort_examples::Args args(argc, argv);
     std::string_view arg;
     auto next = [&] { return args.value(); };
@@ -150,6 +176,62 @@ std::optional<Options> parse_options(int argc, char** argv) {
             for (std::string& id : split_list(next())) options.remove.push_back(std::move(id));
         } else if (arg == "--roles") {
             options.roles = parse_roles(next());
+        } else if (arg == "--advise") {
+            options.advise = true;
+        } else if (arg == "--style") {
+            const std::string_view name = next();
+            auto style = cohort::parse_collective_style(name);
+            if (!style) {
+                throw cohort::Error(cohort::Errc::invalid_argument,
+                                    fmt::format("--style: unknown style '{}' (expected allreduce or parameter_server)", name));
+            }
+            options.advisor.style = *style;
+            advice_flag = arg;
+        } else if (arg == "--batch-size") {
+            options.advisor.batch_size = parse_number(arg, next());
+            if (options.advisor.batch_size == 0) throw cohort::Error(cohort::Errc::invalid_argument, "--batch-size: must be at least 1");
+            advice_flag = arg;
+        } else if (arg == "--budget" || arg == "--disk-budget" || arg == "--sample-bytes") {
+            const std::string_view text = next();
+            auto bytes = cohort::parse_size(text);
+            if (!bytes || *bytes == 0) {
+                throw cohort::Error(cohort::Errc::invalid_argument,
+                                    fmt::format("{}: expected a positive size such as 8GiB, got '{}'", arg, text));
+            }
+            if (arg == "--budget") options.advisor.memory_budget_bytes = *bytes;
+            else if (arg == "--disk-budget") options.advisor.disk_budget_bytes = *bytes;
+            else options.advisor.sample_bytes = *bytes;
+            advice_flag = arg;
+        } else if (arg == "--epochs") {
+            const uint64_t epochs = parse_number(arg, next());
+            if (epochs == 0 || epochs > UINT32_MAX)
+                throw cohort::Error(cohort::Errc::invalid_argument, fmt::format("--epochs: must be in 1..{}, got {}", UINT32_MAX, epochs));
+            options.advisor.epochs = static_cast<uint32_t>(epochs);
+            advice_flag = arg;
+        } else if (arg == "--access") {
+            const std::string_view name = next();
+            if (name == "random") options.advisor.access = cohort::AccessPattern::random;
+            else if (name == "sequential") options.advisor.access = cohort::AccessPattern::sequential;
+            else
+                throw cohort::Error(cohort::Errc::invalid_argument,
+                                    fmt::format("--access: unknown access '{}' (expected sequential or random)", name));
+            advice_flag = arg;
+        } else if (arg == "--pattern") {
+            options.advisor.patterns.emplace_back(next());
+            if (options.advisor.patterns.back().empty())
+                throw cohort::Error(cohort::Errc::invalid_argument, "--pattern: must not be empty");
+            advice_flag = arg;
+        } else if (arg == "--locality-threshold") {
+            options.advisor.locality_threshold = parse_real(arg, next());
+            if (!(options.advisor.locality_threshold > 0 && options.advisor.locality_threshold <= 1)) {
+                throw cohort::Error(cohort::Errc::invalid_argument,
+                                    fmt::format("--locality-threshold: must be in (0, 1], got {}",
+                                                options.advisor.locality_threshold));
+            }
+            advice_flag = arg;
+        } else if (arg == "--measurements") {
+            options.measurements_file = next();
+            advice_flag = arg;
         } else if (arg == "--json") {
             options.json = true;
         } else if (arg == "--limit") {
@@ -165,6 +247,12 @@ std::optional<Options> parse_options(int argc, char** argv) {
     if (!bytes_given && options.shard_count == 0) options.shard_bytes = uint64_t{64} << 20;
     if (options.plan.strategy == cohort::Strategy::locality && options.locality_file.empty())
         throw cohort::Error(cohort::Errc::invalid_argument, "--strategy locality needs --locality FILE");
+    if (!advice_flag.empty() && !options.advise)
+        throw cohort::Error(cohort::Errc::invalid_argument, fmt::format("{} needs --advise", advice_flag));
+    if (options.advise && options.advisor.batch_size == 0)
+        throw cohort::Error(cohort::Errc::invalid_argument, "--advise needs --batch-size N (samples per batch on one node)");
+    if (options.advise && options.advisor.memory_budget_bytes == 0)
+        throw cohort::Error(cohort::Errc::invalid_argument, "--advise needs --budget SIZE (memory per node for prefetch and cache)");
     return options;
 }
 

@@ -19,6 +19,10 @@ struct Options {
     cohort::RoleMask roles = cohort::kTrainingRoles;
     std::vector<std::string> remove;  // replan without these node ids
     bool json = false;
+    // --advise: the DataAdvisor's advice for the plan, with its options.
+    bool advise = false;
+    cohort::DataAdvisorOptions advisor;
+    std::string measurements_file;
     uint64_t limit = 32;  // shard rows in the table; 0 = all
 };
 

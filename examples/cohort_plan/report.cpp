@@ -85,6 +85,10 @@ void print_tables(const Report& report) {
                    placements, 100.0 * static_cast<double>(report.replanned->moved()) / static_cast<double>(placements));
         print_loads(*report.replanned);
     }
+    if (report.advice != nullptr) {
+        fmt::print("\n");
+        print_advice(*report.advice, report.limit);
+    }
 }
 
 void print_json(const Report& report) {
@@ -117,6 +121,7 @@ void print_json(const Report& report) {
         replan["plan"] = json::parse(report.replanned->to_json());
         root["replan"] = std::move(replan);
     }
+    if (report.advice != nullptr) root["advice"] = json::parse(report.advice->to_json());
     fmt::print("{}\n", json::serialize(root));
 }
 

@@ -14,9 +14,12 @@ struct Report {
     const cohort::ShardPlan* replanned;  // after --remove, else null
     std::vector<std::string> removed;
     uint64_t limit;
+    const cohort::DataAdvice* advice;  // after --advise, else null
 };
 
 void print_tables(const Report& report);
 void print_json(const Report& report);
+// advice.cpp: the --advise tables.
+void print_advice(const cohort::DataAdvice& advice, uint64_t limit);
 
 }  // namespace cohort_plan

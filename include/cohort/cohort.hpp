@@ -7,6 +7,7 @@
 #include <cohort/coordinator.hpp>
 #include <cohort/coordinator_client.hpp>
 #include <cohort/coordinator_protocol.hpp>
+#include <cohort/data_advisor.hpp>
 #include <cohort/dataset.hpp>
 #include <cohort/dtype.hpp>
 #include <cohort/epoch.hpp>

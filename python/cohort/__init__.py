@@ -31,6 +31,7 @@ the system.
 
 from ._util import FORMATS, LEVELS, ROLES, STATUSES, STRATEGIES
 from . import comm as _comm
+from . import data  # the data path: cohort.data.advise, DataAdvisor
 from .comm import Communicator, Work
 from .coordinator import Coordinator, CoordinatorClient
 from . import data  # cohort.data: the data path (workloads, transfers)

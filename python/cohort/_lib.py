@@ -183,6 +183,8 @@ PROTOTYPES = {
                                                   c_size_t, _P(c_size_t)]),
     "cohort_shard_plan_moved": (_STATUS, [shard_plan_p, _P(c_uint64)]),
     "cohort_shard_plan_to_json": (_STATUS, [shard_plan_p, _owned_out, _P(c_size_t)]),
+    # the data path's advisor
+    "cohort_shard_plan_advise": (_STATUS, [shard_plan_p, c_char_p, _owned_out, _P(c_size_t)]),
     # epoch order
     "cohort_epoch_order": (_STATUS, [c_uint64, c_uint64, c_uint64, c_int32, c_int32,
                                      c_uint32, _P(c_uint64), c_size_t, _P(c_size_t)]),

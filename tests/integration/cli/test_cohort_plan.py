@@ -26,6 +26,8 @@ class HelpAndVersion(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         for flag in ["--cluster", "--dataset", "--locality", "--strategy", "--shard-bytes", "--shards",
                      "--replication", "--seed", "--load-slack", "--remove", "--roles", "--json", "--limit",
+                     "--advise", "--style", "--batch-size", "--budget", "--disk-budget", "--sample-bytes",
+                     "--epochs", "--access", "--pattern", "--locality-threshold", "--measurements",
                      "--help", "--version"]:
             self.assertIn(flag, result.stdout)
         # Every long flag the parser accepts appears in the help.
@@ -129,6 +131,79 @@ class BadInput(unittest.TestCase):
         result = run("-c", CLUSTER, "-d", DATASET, "--remove", "ghost")
         self.assertEqual(result.returncode, 1)
         self.assertIn("--remove: no node 'ghost'", result.stderr)
+
+
+ADVISE = ("-c", CLUSTER, "-d", DATASET, "-s", "locality", "--locality", LOCALITY, "--advise",
+          "--batch-size", "256", "--budget", "8GiB")
+
+
+class Advise(unittest.TestCase):
+    def write(self, text):
+        f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        f.write(text)
+        f.close()
+        self.addCleanup(os.unlink, f.name)
+        return f.name
+
+    def test_tables(self):
+        result = run(*ADVISE, "--limit", "0")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        out = result.stdout.split("data advice:")[1]
+        self.assertIn("style allreduce, batch 256 x 4KiB = 1MiB", out)
+        self.assertIn("prefetch:    2 batches (2MiB): the job: no measurement", out)
+        self.assertIn("cache:       no: 1 epoch of sequential access", out)
+        # worker-4 and worker-8 also hold shards they have no copy of: below 0.8.
+        self.assertIn("locality:    worker-1: 1 of 12 nodes read at least 0.80", out)
+        self.assertRegex(out, r"\nworker-4\s+2\s+2MiB\s+0\.76 ")
+        self.assertRegex(out, r"\nworker-1\s+2\s+2MiB\s+1\.00\*")
+        # part-00000 is on worker-1's disk: shard 0 is read there, at priority 0.
+        self.assertRegex(out, r"\n\s+0\s+\S+\s+worker-1\s+1\.00\s+2\s+none\s+0\s+the only replica; locality 1\.00; "
+                              r"locality 1\.00 on worker-1: a local read")
+        self.assertRegex(out, r"\n\s+9\s+\S+\s+chief-0\s+0\.00\s+2\s+none\s+100\s+.*from remote storage")
+
+    def test_json_and_measurements(self):
+        path = self.write(json.dumps({"job": {"data_wait_fraction": 0.02},
+                                      "nodes": {"worker-3": {"data_wait": 0.3, "step_time": 0.6,
+                                                             "prefetch_hit_rate": 0.4}}}))
+        result = run(*ADVISE, "--style", "parameter_server", "--epochs", "2", "--pattern", "train/part-0000[0-3]*",
+                     "--measurements", path, "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        advice = json.loads(result.stdout)["advice"]
+        self.assertEqual(advice["style"], "parameter_server")
+        self.assertEqual(len(advice["files"]), 4)
+        self.assertTrue(advice["cache"]["enabled"])
+        nodes = {n["node"]: n for n in advice["nodes"]}
+        self.assertEqual(nodes["worker-3"]["prefetch"]["batches"], 8)  # ceil(4 / (1 - 0.5))
+        self.assertIn("worker-3: data wait 0.50", nodes["worker-3"]["prefetch"]["reason"])
+        self.assertEqual(nodes["worker-2"]["prefetch"]["batches"], 4)  # the job's 0.02: the baseline
+        self.assertIn("(the job's)", nodes["worker-2"]["prefetch"]["reason"])
+        first = advice["shards"][0]
+        self.assertEqual((first["shard"], first["preferred_node"], first["priority"]["value"]), (0, "worker-1", 0))
+
+    def test_errors(self):
+        for args, code, message in [
+                (("-c", CLUSTER, "-d", DATASET, "--batch-size", "4"), 2, "--batch-size needs --advise"),
+                (("-c", CLUSTER, "-d", DATASET, "--advise", "--budget", "1GiB"), 2, "--advise needs --batch-size"),
+                (("-c", CLUSTER, "-d", DATASET, "--advise", "--batch-size", "4"), 2, "--advise needs --budget"),
+                ((*ADVISE, "--batch-size", "0"), 2, "--batch-size: must be at least 1"),
+                ((*ADVISE, "--style", "ring"), 2, "--style: unknown style 'ring'"),
+                ((*ADVISE, "--budget", "lots"), 2, "--budget: expected a positive size"),
+                ((*ADVISE, "--access", "sideways"), 2, "--access: unknown access"),
+                ((*ADVISE, "--locality-threshold", "2"), 2, "--locality-threshold: must be in (0, 1]"),
+                ((*ADVISE, "--pattern", "test/*"), 1, "file pattern 'test/*' matches none"),
+                ((*ADVISE, "--measurements", "/nonexistent/m.json"), 1, "--measurements: /nonexistent/m.json: cannot open")]:
+            with self.subTest(args=args):
+                result = run(*args)
+                self.assertEqual(result.returncode, code, result.stderr)
+                self.assertIn(message, result.stderr)
+        path = self.write('{"nodes": {"worker-3": {"prefetch_hit_rate": 2}}}')
+        result = run(*ADVISE, "--measurements", path)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("measurements.nodes.worker-3.prefetch_hit_rate: must be in [0, 1], got 2", result.stderr)
+        path = self.write('{"jobs": {}}')
+        result = run(*ADVISE, "--measurements", path)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn(f"{path}: unknown field 'jobs'", result.stderr)
 
 
 if __name__ == "__main__":
