@@ -1627,6 +1627,92 @@ COHORT_API int cohort_autotuner_step_bound(const cohort_autotuner* tuner, int64_
  * may be NULL. */
 COHORT_API int cohort_autotuner_report(const cohort_autotuner* tuner, char** json, size_t* length);
 
+/* ------------------------------------------------ data path: the shard reader */
+
+/* The shards the coordinator leases to a member, read ahead of the training
+ * loop (docs/data.md, "ShardReader and ShardLoader"): the reader leases
+ * shards of the job's dataset plan, whose shard i must be shard i of
+ * `shards` (cohort_shards_plan_json), reads each one's byte ranges of the
+ * dataset's files as prefetch transfers of `scheduler` into buffers it
+ * owns, and keeps as many shards leased and read ahead as the scheduler's
+ * prefetch depth allows now (so a reduce_prefetch rule of its policy reads
+ * fewer ahead). scheduler NULL: the reader makes its own, without a policy.
+ * options_json (NULL or "": the defaults): {"data_dir" (relative file paths
+ * are read under it; absent: the working directory), "workload" (the
+ * transfers' workload: one of the scheduler's registry, if it has one),
+ * "priority" (the transfers'), "max_ahead" (at most this many shards
+ * ahead, 0: no cap), "poll_interval_seconds" (how often to ask while other
+ * members hold every shard left, default 0.05), and for a reader without a
+ * scheduler "workers" (default 2) and "prefetch_depth" (default 8)}.
+ * Leases and reads start at once. Shards leased and not handed out, or
+ * handed out and not reported done, when the reader is destroyed go back
+ * to the queue when their lease expires (the plan's lease_duration), or at
+ * once when the member leaves or fails. */
+
+typedef struct cohort_shard_reader cohort_shard_reader;
+
+/* Leases of `membership`, which must outlive the reader (as must the
+ * scheduler, when given); each wait of
+ * cohort_shard_reader_next is added to the member's next recorded step
+ * when that step's data_wait is 0 or negative (not measured by the
+ * program). Pairs with cohort_shard_reader_destroy. */
+COHORT_API int cohort_shard_reader_from_membership(cohort_membership* membership, const cohort_shards* shards,
+                                                   cohort_transfer_scheduler* scheduler, const char* options_json,
+                                                   cohort_shard_reader** out);
+/* Leases of `member` of `job` through `client`, which must outlive the
+ * reader; the data wait is the caller's to record. Pairs with
+ * cohort_shard_reader_destroy. */
+COHORT_API int cohort_shard_reader_create(cohort_coordinator_client* client, const char* job, const char* member,
+                                          const cohort_shards* shards, cohort_transfer_scheduler* scheduler,
+                                          const char* options_json, cohort_shard_reader** out);
+/* Stops leasing, waiting for the lease request under way (and, for a
+ * reader with its own scheduler, the reads started; reads on a given
+ * scheduler finish there). NULL is ignored. */
+COHORT_API void cohort_shard_reader_destroy(cohort_shard_reader* reader);
+/* Waits up to timeout_seconds for the next leased shard's bytes. *finished
+ * is 1 when the coordinator says every epoch is done (nothing else is
+ * written), else 0 and the shard: its lease, its index in the plan, its
+ * epoch, its id, its bytes and their length. *shard_id and *data are
+ * borrowed from the reader until cohort_shard_reader_done of that lease or
+ * the reader's end. Any out-parameter but finished may be NULL. TIMEOUT
+ * when nothing came in time; IO for a read that failed (a file shorter than
+ * the layout, a missing file), MISMATCH for a lease the layout does not
+ * have, each naming the shard, the file and the offset; the error of a
+ * lease request that failed. After an error the next call goes on with the
+ * next shard. */
+COHORT_API int cohort_shard_reader_next(cohort_shard_reader* reader, double timeout_seconds, int32_t* finished,
+                                        uint64_t* lease, uint64_t* shard, uint32_t* epoch, const char** shard_id,
+                                        const uint8_t** data, uint64_t* length);
+/* Reports the shard of a lease cohort_shard_reader_next handed out done
+ * (*outcome, may be NULL: COHORT_SHARD_* as cohort_membership_shard_done)
+ * and frees its bytes. INVALID_ARGUMENT for a lease not handed out, or
+ * done already. */
+COHORT_API int cohort_shard_reader_done(cohort_shard_reader* reader, uint64_t lease, int32_t* outcome);
+
+typedef struct cohort_reader_stats {
+    double data_wait_seconds; /* cohort_shard_reader_next blocked, added up */
+    uint64_t shards;          /* handed out */
+    uint64_t bytes;           /* of those shards */
+    uint64_t prefetch_hits;   /* the shard was read when asked for */
+    uint64_t prefetch_misses; /* next had to wait for it */
+    uint64_t failed;          /* shards whose read failed */
+    uint64_t reported;        /* cohort_shard_reader_done calls */
+    uint32_t ahead;           /* leased, not yet handed out */
+    uint32_t max_ahead;       /* the most there ever were */
+    uint32_t depth;           /* shards the reader keeps ahead now */
+    int32_t finished;         /* 1: every epoch is done */
+} cohort_reader_stats;
+
+COHORT_API int cohort_shard_reader_stats(const cohort_shard_reader* reader, cohort_reader_stats* out);
+/* The dataset plan (for cohort_coordinator_client_register_dataset) whose
+ * shard i is shard i of `shards`, ids "0", "1", ..., with their sizes, for
+ * `epochs` (at least 1); free *json with cohort_free. */
+COHORT_API int cohort_shards_plan_json(const cohort_shards* shards, uint32_t epochs, char** json, size_t* length);
+/* Time spent waiting for input that the program did not measure itself:
+ * added to the next recorded step's data_wait when the program leaves it 0
+ * or negative. INVALID_ARGUMENT for a negative or non-finite value. */
+COHORT_API int cohort_membership_add_data_wait(cohort_membership* membership, double seconds);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,6 +1,7 @@
 // C ABI: this process as a member of an elastic job (cohort/membership.hpp).
 #include "coordinator_json.hpp"
 #include "handles.hpp"
+#include "membership_handle.hpp"
 
 #include <cohort/membership.hpp>
 #include <cohort/role_group.hpp>
@@ -9,10 +10,6 @@
 #include <cstdint>
 #include <string>
 
-// Only this file looks inside it, so it lives here rather than in handles.hpp.
-struct cohort_membership {
-    cohort::Membership impl;  // synchronises its own calls
-};
 
 using cohort::Errc;
 using cohort::Error;

@@ -30,6 +30,7 @@
 #include <cohort/scaling.hpp>
 #include <cohort/scheduler.hpp>
 #include <cohort/sharding.hpp>
+#include <cohort/shard_reader.hpp>
 #include <cohort/shards.hpp>
 #include <cohort/slurm_scheduler.hpp>
 #include <cohort/store.hpp>

@@ -130,6 +130,13 @@ public:
     // Metrics for the next heartbeat (kept in a bounded batch).
     // Error(invalid_argument) for a NaN or infinite value.
     void record_step(const StepMetrics& metrics);
+    // Time spent waiting for input, measured by someone else than the
+    // program (a ShardReader over this membership calls it after each
+    // next()). The sum since the last record_step becomes that step's
+    // data_wait when the program leaves it 0 or negative; a data_wait the
+    // program measured itself wins. Either way the sum starts again at 0.
+    // Error(invalid_argument) for a negative or non-finite value.
+    void add_data_wait(double seconds);
     // The collective the program is in (or last left): its sequence number,
     // and whether it is inside it now. Hang diagnosis names ranks that never
     // entered the collective others wait in.

@@ -10,7 +10,7 @@ import ctypes.util
 import os
 import threading
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_int,
-                    c_int32, c_int64, c_size_t, c_uint16, c_uint32, c_uint64, c_void_p)
+                    c_int32, c_int64, c_size_t, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p)
 
 from .errors import LibraryNotFound, error_for
 
@@ -49,6 +49,7 @@ transfer_p = _opaque("cohort_transfer")
 transfer_actions_p = _opaque("cohort_transfer_actions")
 autotune_options_p = _opaque("cohort_autotune_options")
 autotuner_p = _opaque("cohort_autotuner")
+shard_reader_p = _opaque("cohort_shard_reader")
 
 
 class gpu_summary(Structure):
@@ -58,6 +59,13 @@ class gpu_summary(Structure):
                 ("max_memory_used_percent", c_double), ("max_memory_busy_percent", c_double),
                 ("max_utilization_percent", c_double), ("max_temperature_celsius", c_double),
                 ("max_power_watts", c_double)]
+
+
+class reader_stats(Structure):
+    _fields_ = [("data_wait_seconds", c_double), ("shards", c_uint64), ("bytes", c_uint64),
+                ("prefetch_hits", c_uint64), ("prefetch_misses", c_uint64), ("failed", c_uint64),
+                ("reported", c_uint64), ("ahead", c_uint32), ("max_ahead", c_uint32),
+                ("depth", c_uint32), ("finished", c_int32)]
 
 
 class rank_info(Structure):
@@ -469,6 +477,19 @@ PROTOTYPES = {
     "cohort_autotuner_value": (_STATUS, [autotuner_p, c_char_p, _P(c_double)]),
     "cohort_autotuner_step_bound": (_STATUS, [autotuner_p, _P(c_int64)]),
     "cohort_autotuner_report": (_STATUS, [autotuner_p, _owned_out, _P(c_size_t)]),
+
+    # data path: the shard reader
+    "cohort_shard_reader_from_membership": (_STATUS, [membership_p, shards_p, transfer_scheduler_p, c_char_p,
+                                                      _P(shard_reader_p)]),
+    "cohort_shard_reader_create": (_STATUS, [coordinator_client_p, c_char_p, c_char_p, shards_p,
+                                             transfer_scheduler_p, c_char_p, _P(shard_reader_p)]),
+    "cohort_shard_reader_destroy": (None, [shard_reader_p]),
+    "cohort_shard_reader_next": (_STATUS, [shard_reader_p, c_double, _P(c_int32), _P(c_uint64), _P(c_uint64),
+                                           _P(c_uint32), _cstr_out, _P(_P(c_uint8)), _P(c_uint64)]),
+    "cohort_shard_reader_done": (_STATUS, [shard_reader_p, c_uint64, _P(c_int32)]),
+    "cohort_shard_reader_stats": (_STATUS, [shard_reader_p, _P(reader_stats)]),
+    "cohort_shards_plan_json": (_STATUS, [shards_p, c_uint32, _owned_out, _P(c_size_t)]),
+    "cohort_membership_add_data_wait": (_STATUS, [membership_p, c_double]),
 }
 
 _lock = threading.Lock()

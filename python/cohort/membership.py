@@ -162,6 +162,13 @@ class Membership(_util.Handle):
             _measured("samples_per_sec", samples_per_sec), _measured("data_wait", data_wait),
             _measured("collective_wait", collective_wait))
 
+    def add_data_wait(self, seconds):
+        """Time spent waiting for input that the program did not measure
+        itself (a ShardLoader over this membership adds its waits): the sum
+        since the last record_step becomes that step's data_wait when
+        record_step leaves data_wait None or 0."""
+        self._lib.cohort_membership_add_data_wait(self._h(), _measured("seconds", seconds))
+
     def set_collective(self, sequence, inside):
         """The collective the program is in (inside True) or last left, by
         its sequence number."""

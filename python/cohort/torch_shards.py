@@ -28,6 +28,14 @@ that lost its progress hands it out again: it is reported done at once.
 
 Leases belong to the member, so use it with DataLoader(num_workers=0) and
 do the heavy loading inside load_shard (or in a map over its items).
+
+Reading ahead. With a cohort.data.ShardLoader as the source, the shards'
+bytes are read by the loader's I/O threads ahead of the loop, as many as
+its prefetch depth allows, and load_shard(lease) finds them in
+lease["data"] (without load_shard, each shard is one item: its bytes). The
+loader's waits are the member's data_wait. A shard resumed from a saved
+state, which no lease of the loader holds, is read by load_state_dict's
+next pass on the calling thread (ShardLoader.read_shard).
 """
 
 import itertools
@@ -57,17 +65,51 @@ class _ClientSource:
         return {"counted": self.client.shard_done(self.job, self.member, lease)}
 
 
+class _LoaderSource:
+    """A ShardLoader: leases whose shards' bytes are read ahead, in "data"."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def next_shard(self):
+        return self.loader.next_shard_lease()
+
+    def shard_done(self, lease):
+        return self.loader.shard_done(lease)
+
+    def data(self, lease):
+        """The bytes of a lease's shard: read ahead, or now for a restored lease."""
+        if lease.get("data") is not None:
+            return lease["data"]
+        return self.loader.read_shard(lease["shard"])
+
+
+def _bytes_as_item(lease):
+    return [lease["data"]]
+
+
 class ShardDataset(torch.utils.data.IterableDataset):
     """The items of the shards leased to a member. source: a
     cohort.Membership, or a cohort.CoordinatorClient with job= and member=.
     load_shard(lease) -> iterable of items, where lease is a dict with
     "shard" (its index in the plan), "shard_id", "epoch", "bytes", "lease".
-    poll_interval: seconds between two asks while other members hold every
-    shard left."""
+    With a cohort.data.ShardLoader as the source, lease["data"] holds the
+    shard's bytes, read ahead, and load_shard may be None (one item per
+    shard: its bytes). poll_interval: seconds between two asks while other
+    members hold every shard left."""
 
-    def __init__(self, source, load_shard, *, job=None, member=None, poll_interval=0.05):
+    def __init__(self, source, load_shard=None, *, job=None, member=None, poll_interval=0.05):
         super().__init__()
-        if isinstance(source, CoordinatorClient):
+        from .shard_loader import ShardLoader
+
+        self._loader = None
+        if isinstance(source, ShardLoader):
+            if job is not None or member is not None:
+                raise InvalidArgument("job= and member= go with a CoordinatorClient source only")
+            source = self._loader = _LoaderSource(source)
+            if load_shard is None:
+                load_shard = _bytes_as_item
+        elif isinstance(source, CoordinatorClient):
             if job is None or member is None:
                 raise InvalidArgument("a CoordinatorClient source needs job= and member=")
             source = _ClientSource(source, job, member)
@@ -98,7 +140,10 @@ class ShardDataset(torch.utils.data.IterableDataset):
         while True:
             answer = self._source.next_shard()
             if answer.get("granted"):
-                return {key: answer[key] for key in LEASE_KEYS}
+                lease = {key: answer[key] for key in LEASE_KEYS}
+                if "data" in answer:
+                    lease["data"] = answer["data"]
+                return lease
             if answer.get("finished"):
                 self.finished = True
                 return None
@@ -146,7 +191,10 @@ class ShardDataset(torch.utils.data.IterableDataset):
     def _serve(self, current):
         lease = {key: current[key] for key in LEASE_KEYS}
         if current["shard"] not in self._completed.get(current["epoch"], ()):
-            items = iter(self._load_shard(dict(lease)))
+            given = dict(lease)
+            if self._loader is not None:
+                given["data"] = self._loader.data(current)
+            items = iter(self._load_shard(given))
             for item in itertools.islice(items, current["position"], None):
                 current["position"] += 1  # counted when handed out
                 yield item

@@ -342,7 +342,12 @@ void Membership::record_step(const StepMetrics& step) {
         }
     }
     std::lock_guard lock(m.mutex);
-    m.metrics.record(step, Clock::now());
+    StepMetrics recorded = step;
+    // What a reader measured fills a data wait the program left unset (0)
+    // or unmeasured (negative); one the program measured itself wins.
+    if (recorded.data_wait <= 0 && m.pending_data_wait > 0) recorded.data_wait = m.pending_data_wait;
+    m.pending_data_wait = 0;
+    m.metrics.record(recorded, Clock::now());
     if (m.first_step_pending) {
         // The first step in a new world goes out at once: it tells the
         // coordinator (and a launcher watching) that training resumed.
@@ -350,6 +355,16 @@ void Membership::record_step(const StepMetrics& step) {
         m.report_now = true;
         m.wake.notify_all();
     }
+}
+
+void Membership::add_data_wait(double seconds) {
+    Impl& m = checked_impl(impl_);
+    if (!std::isfinite(seconds) || seconds < 0) {
+        throw Error(Errc::invalid_argument,
+                    fmt::format("Membership::add_data_wait: seconds must be finite and at least 0, got {}", seconds));
+    }
+    std::lock_guard lock(m.mutex);
+    m.pending_data_wait += seconds;
 }
 
 void Membership::set_collective(uint64_t sequence, bool inside) {

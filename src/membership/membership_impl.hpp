@@ -96,6 +96,8 @@ struct Membership::Impl {
     membership::Clock::time_point last_answered;
     std::string last_heartbeat_error;
     membership::MetricsBatch metrics;
+    // Data wait others measured since the last record_step (add_data_wait).
+    double pending_data_wait = 0;
     std::thread thread;
 };
 

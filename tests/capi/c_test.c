@@ -1835,6 +1835,7 @@ int run_membership_tests(void);            /* c_test_membership.c; returns its f
 int run_data_tests(const char* scratch);   /* c_test_data.c; returns its failures */
 int run_advisor_tests(void);               /* c_test_advisor.c; returns its failures */
 int run_autotune_tests(const char* scratch); /* c_test_autotune.c; returns its failures */
+int run_shard_reader_tests(const char* scratch); /* c_test_shard_reader.c; returns its failures */
 
 int main(int argc, char** argv) {
     if (argc > 1) g_scratch = argv[1];
@@ -1874,6 +1875,7 @@ int main(int argc, char** argv) {
     g_failed += run_data_tests(g_scratch);
     g_failed += run_advisor_tests();
     g_failed += run_autotune_tests(g_scratch);
+    g_failed += run_shard_reader_tests(g_scratch);
     printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;
 }
