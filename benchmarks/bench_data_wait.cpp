@@ -15,15 +15,17 @@
 //   b   the seed design's fixed rules, FIFO: reduce_prefetch 0.6 above 80 %
 //       memory, 0.3 above 90 %, delay_transfer 30 s above 87 °C, for every
 //       transfer alike; the loaders follow the prefetch factor;
-//   c0  cohort as shipped: the workloads' priorities with aging, the shipped
-//       rules/gpu_io.yaml through monitor_policy(monitor), each loop's depth
-//       from the DataAdvisor (its measured data wait and hit rate, once a
-//       second), following the prefetch factor;
-//   cf  c0 with the thermal hold applied to the transfers below priority
-//       --hold-below (the background job's; held through the hot window,
-//       every training loop stalls: docs/benchmarks.md has the figures),
-//       at the fixed --depth;
-//   c   cf with the DataAdvisor's depth.
+//   cf  cohort's scheduler: the workloads' priorities with aging, the shipped
+//       rules/gpu_io.yaml through monitor_policy(monitor) (its thermal hold
+//       is for transfers of priority below 10: the background job's), the
+//       loaders at the fixed --depth, following the prefetch factor;
+//   c   cf with each loop's depth from the DataAdvisor: told the pack's
+//       smallest reduce_prefetch factor (prefetch_factor_floor), advised
+//       without a measurement at the start and once more after a warm-up
+//       with what the loop measured in it (data wait, hit rate, step time,
+//       the depth it kept);
+//   c0  c with the advisor not told the factor (floor 1): what the floor
+//       adds.
 // The GPU timeline and the rules' durations run --scale times real time
 // (a 30 s hold holds 30 x scale s); the I/O, the training steps and the
 // scheduler's aging run in real time. Each transfer reads its bytes with
@@ -32,7 +34,7 @@
 // serves at memory speed. data_wait_scenario.hpp holds the scenario.
 //
 //   build/benchmarks/bench_data_wait [--seconds 240] [--scale 0.05]
-//       [--seed 1] [--depth 4] [--link-mbps 100] [--hold-below 10]
+//       [--seed 1] [--depth 4] [--link-mbps 100]
 //       [--aging 1] [--style allreduce] [--configs a,b,c0,cf,c]
 //       [--rules PATH] [--dir DIR] [--json]
 #include "data_wait_scenario.hpp"
@@ -87,7 +89,6 @@ struct Options {
     uint64_t seed = 1;
     std::size_t depth = 4;   // the loaders' prefetch depth (batches)
     double link_mbps = 100;  // MB/s per I/O thread; 0: no modelled link
-    int hold_below = 10;     // cf, c: the thermal hold applies below this priority
     // c0, c: the collective style the DataAdvisor is told (its baseline depth)
     cohort::CollectiveStyle style = cohort::CollectiveStyle::allreduce;
     double aging = 1.0;  // c0, cf, c: priority a queued transfer gains per second waited (the shipped default)
@@ -126,33 +127,25 @@ struct Config {
     bool follow = false;      // loaders follow the scheduler's prefetch factor
     bool seed_rules = false;  // b's pack instead of the shipped one
     bool policy = false;
-    int hold_below = INT_MAX;  // the thermal hold applies below this priority
-    bool advisor = false;      // the loaders' depth from the DataAdvisor, else --depth
+    bool advisor = false;       // the loaders' depth from the DataAdvisor, else --depth
+    bool factor_floor = false;  // the advisor is told the pack's smallest reduce_prefetch factor
 };
 
-std::optional<Config> config_named(const std::string& name, const Options& o) {
-    const std::string below = std::to_string(o.hold_below);
-    if (name == "a") return Config{"a", "a. fixed depth, FIFO", false, false, false, false, INT_MAX, false};
-    if (name == "b") return Config{"b", "b. seed's fixed rules, FIFO", false, true, true, true, INT_MAX, false};
-    if (name == "c0") return Config{"c0", "c0. cohort, shipped pack as is", true, true, false, true, INT_MAX, true};
-    if (name == "cf")
-        return Config{"cf", "cf. cohort, hold below " + below + ", fixed depth", true, true, false, true, o.hold_below,
-                      false};
-    if (name == "c")
-        return Config{"c", "c. cohort, hold below " + below + ", advised depth", true, true, false, true, o.hold_below,
-                      true};
+std::optional<Config> config_named(const std::string& name) {
+    if (name == "a") return Config{"a", "a. fixed depth, FIFO", false, false, false, false, false, false};
+    if (name == "b") return Config{"b", "b. seed's fixed rules, FIFO", false, true, true, true, false, false};
+    if (name == "c0")
+        return Config{"c0", "c0. cohort, advised depth without the factor", true, true, false, true, true, false};
+    if (name == "cf") return Config{"cf", "cf. cohort, fixed depth", true, true, false, true, false, false};
+    if (name == "c") return Config{"c", "c. cohort, advised depth", true, true, false, true, true, true};
     return std::nullopt;
 }
 
 // The rule pack's durations are in scenario seconds; the scheduler's holds
-// are real ones. The thermal hold is dropped for transfers at or above
-// hold_below (INT_MAX: kept for all, the pack as it is).
-cohort::TransferPolicy scaled_policy(cohort::GpuMonitor& monitor, double scale, int hold_below) {
-    return [inner = cohort::monitor_policy(monitor), scale, hold_below](const cohort::TransferFacts& facts) {
+// are real ones. Which transfer a rule holds is the pack's to say.
+cohort::TransferPolicy scaled_policy(cohort::GpuMonitor& monitor, double scale) {
+    return [inner = cohort::monitor_policy(monitor), scale](const cohort::TransferFacts& facts) {
         std::vector<cohort::PolicyAction> actions = inner(facts);
-        std::erase_if(actions, [&](const cohort::PolicyAction& a) {
-            return a.type == "delay_transfer" && facts.priority >= hold_below;
-        });
         for (cohort::PolicyAction& a : actions) a.delay_seconds *= scale;
         return actions;
     };
@@ -257,15 +250,17 @@ struct Run {
         std::size_t depth = o.depth;
         std::string reason;
         if (config.advisor) {
-            advisor.emplace(job, files.datasets[w], o.style);
+            advisor.emplace(job, files.datasets[w], o.style,
+                            config.factor_floor ? smallest_prefetch_factor(o.rules) : 1.0);
             depth = advisor->depth(std::nullopt, reason);
         }
         record_depth(w, depth, reason);
         auto& pool = buffers[w];
         std::vector<std::size_t> free_slots;
         uint64_t taken = 0, ready = 0;
-        double waited_total = 0;
-        auto advise_at = start + dur(kAdviseEvery);
+        double waited_total = 0, kept_total = 0;
+        const auto warmed_up = start + dur(kWarmupFraction * o.seconds * o.scale);
+        bool advised = false;
         struct InFlight {
             std::future<cohort::TransferResult> done;
             std::size_t slot;
@@ -281,6 +276,7 @@ struct Run {
                 const double d = std::floor(double(depth) * scheduler->stats().prefetch_factor);
                 want = std::clamp<std::size_t>(d >= 1 ? static_cast<std::size_t>(d) : 1, 1, depth);
             }
+            kept_total += double(want);
             while (queue.size() < want) {
                 const uint64_t index = job.access == cohort::AccessPattern::random ? rng() % batches : next++ % batches;
                 if (free_slots.empty()) {
@@ -311,14 +307,18 @@ struct Run {
             ++taken;
             if (waited < 1e-3) ++ready;
             waited_total += waited;
-            if (advisor && Clock::now() >= advise_at) {
+            if (advisor && !advised && Clock::now() >= warmed_up) {
+                // Once, after the warm-up: what the loop saw at the depth it
+                // kept (the mean of its queue's target, factor included).
                 cohort::DataMeasurement m;
                 m.data_wait_fraction = std::min(1.0, waited_total / secs(Clock::now() - start));
                 m.prefetch_hit_rate = double(ready) / double(taken);
                 m.step_time = job.step_seconds;
+                m.prefetch_depth = static_cast<uint32_t>(
+                    std::clamp(std::llround(kept_total / double(taken)), 1LL, 64LL));  // the advisor's range
                 depth = advisor->depth(m, reason);
                 record_depth(w, depth, reason);
-                advise_at += dur(kAdviseEvery);
+                advised = true;
             }
             std::this_thread::sleep_for(step);  // the compute step
         }
@@ -392,7 +392,7 @@ Result run_config(const Options& o, const Files& files, const Config& config) {
         // The queue runs in real time, as the I/O and the steps do: not scaled.
         to.aging_per_second = o.aging;
     }
-    if (config.policy) to.policy = scaled_policy(monitor, o.scale, config.hold_below);
+    if (config.policy) to.policy = scaled_policy(monitor, o.scale);
 
     Run run(o, files, config);
     {
@@ -501,13 +501,12 @@ Options parse(int argc, char** argv) {
         if (flag == "--help" || flag == "-h") {
             std::printf(
                 "usage: bench_data_wait [--seconds S] [--scale X] [--seed N] [--depth D] [--link-mbps M]\n"
-                "       [--hold-below P] [--aging A] [--style S] [--configs a,b,c0,cf,c] [--rules PATH] [--dir DIR]\n"
+                "       [--aging A] [--style S] [--configs a,b,c0,cf,c] [--rules PATH] [--dir DIR]\n"
                 "       [--json]\n"
                 "  --seconds   scenario length in scenario seconds (default 240)\n"
                 "  --scale     real seconds per scenario second (default 0.05: 240 s run in 12 s)\n"
                 "  --depth     the loaders' prefetch depth in batches (default 4)\n"
                 "  --link-mbps modelled MB/s per I/O thread (default 100; 0: page cache speed)\n"
-                "  --hold-below  cf, c: the thermal hold applies to transfers below this priority (default 10)\n"
                 "  --aging     c0, cf, c: priority a queued transfer gains per second waited (default 1)\n"
                 "  --style     c0, c: allreduce (default) or parameter_server, as the DataAdvisor is told\n");
             std::exit(0);
@@ -516,9 +515,9 @@ Options parse(int argc, char** argv) {
             o.json = true;
             continue;
         }
-        static const std::array<std::string_view, 11> kValued = {"--seconds",   "--scale",      "--seed",    "--depth",
-                                                                 "--link-mbps", "--hold-below", "--configs", "--rules",
-                                                                 "--dir",       "--aging",      "--style"};
+        static const std::array<std::string_view, 10> kValued = {"--seconds", "--scale", "--seed",  "--depth",
+                                                                 "--link-mbps", "--configs", "--rules", "--dir",
+                                                                 "--aging",   "--style"};
         if (std::find(kValued.begin(), kValued.end(), flag) == kValued.end())
             throw UsageError("unknown flag '" + flag + "'; see --help");
         if (i + 1 >= argc) throw UsageError(flag + " needs a value; see --help");
@@ -559,14 +558,10 @@ Options parse(int argc, char** argv) {
         } else if (flag == "--aging") {
             o.aging = number(flag, value);
             if (!(o.aging > 0)) throw UsageError("--aging must be more than 0 (or a transfer could starve)");
-        } else if (flag == "--hold-below") {
-            const double v = number(flag, value);
-            if (v != std::floor(v) || std::fabs(v) > 1e9) throw UsageError("--hold-below must be a whole number");
-            o.hold_below = static_cast<int>(v);
         }
     }
     for (const std::string& c : o.configs)
-        if (!config_named(c, o)) throw UsageError("--configs: unknown configuration '" + c + "' (a, b, c0, cf or c)");
+        if (!config_named(c)) throw UsageError("--configs: unknown configuration '" + c + "' (a, b, c0, cf or c)");
     if (o.seconds * o.scale > 600) throw UsageError("--seconds x --scale is over 600 s of real time a configuration");
     if (!fs::is_regular_file(o.rules))
         throw UsageError("the rule pack " + o.rules.string() + " does not exist; pass --rules PATH to gpu_io.yaml");
@@ -595,7 +590,7 @@ int main(int argc, char** argv) {
         std::vector<Config> configs;
         std::vector<Result> results;
         for (const std::string& name : o.configs) {
-            configs.push_back(*config_named(name, o));
+            configs.push_back(*config_named(name));
             results.push_back(run_config(o, *files, configs.back()));
             if (!o.json)
                 std::printf("%s: done; GPU 0 peaked at %.1f %% memory and %.0f C\n", configs.back().label.c_str(),

@@ -5,6 +5,7 @@
 
 #include <cohort/data_advisor.hpp>
 #include <cohort/dataset.hpp>
+#include <cohort/rules.hpp>
 #include <cohort/sharding.hpp>
 #include <cohort/shards.hpp>
 #include <cohort/topology.hpp>
@@ -167,17 +168,21 @@ inline Files make_files(const std::string& root_dir, uint64_t seed, double secon
 }
 
 // The DataAdvisor's prefetch depth for one training job: its dataset file as
-// the one shard of a one-node plan, the --style given, a batch a sample, and
-// what the loop measured so far (its data wait over its time, the share of
-// batches that were ready when asked for, its step time).
+// the one shard of a one-node plan, the --style given, a batch a sample, the
+// rule pack's smallest reduce_prefetch factor as prefetch_factor_floor, and
+// what the loop measured in its warm-up (its data wait over its time, the
+// share of batches that were ready when asked for, its step time and the
+// depth it kept).
 class JobAdvisor {
 public:
-    JobAdvisor(const Job& job, const fs::path& file, cohort::CollectiveStyle style) : plan_(make_plan(job, file)) {
+    JobAdvisor(const Job& job, const fs::path& file, cohort::CollectiveStyle style, double factor_floor)
+        : plan_(make_plan(job, file)) {
         options_.style = style;
         options_.batch_size = 1;
         options_.sample_bytes = job.batch;
         options_.memory_budget_bytes = kAdvisorBudget;
         options_.access = job.access;
+        options_.prefetch_factor_floor = factor_floor;
     }
     std::size_t depth(const std::optional<cohort::DataMeasurement>& measured, std::string& reason) {
         cohort::DataAdvisorOptions o = options_;
@@ -202,7 +207,26 @@ private:
     cohort::ShardPlan plan_;
     cohort::DataAdvisorOptions options_;
 };
-// How often a loop gives the advisor its measurements and takes its depth.
-constexpr double kAdviseEvery = 1.0;
+
+// The smallest reduce_prefetch factor of a rule pack (1 without one): what
+// the loaders' depth may be scaled by while its rules fire, for the
+// advisor's prefetch_factor_floor. The monitor applies the smallest of the
+// firing ones, so the smallest in the pack is the floor.
+inline double smallest_prefetch_factor(const fs::path& pack) {
+    double floor = 1.0;
+    const cohort::RuleSet set = cohort::RuleSet::from_file(pack);
+    for (const cohort::Rule& rule : set.rules())
+        for (const cohort::Action& action : rule.actions)
+            if (action.type == "reduce_prefetch")
+                if (auto f = action.parameters.find("factor");
+                    f != action.parameters.end() &&
+                    (f->second.type() == cohort::Type::number || f->second.type() == cohort::Type::integer))
+                    floor = std::min(floor, f->second.as_number());
+    return floor;
+}
+
+// The loops' warm-up: the first twentieth-and-a-bit of the run (20 s of the
+// 240), before GPU memory rises, measured once and handed to the advisor.
+constexpr double kWarmupFraction = 20.0 / 240;
 
 }  // namespace data_wait

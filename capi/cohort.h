@@ -1516,10 +1516,13 @@ COHORT_API int cohort_transfer_scheduler_stats(const cohort_transfer_scheduler* 
  *   every file), "sample_bytes" (default: estimated from record counts),
  *   "disk_budget_bytes" (default: no limit), "epochs" (default 1),
  *   "access" ("sequential" or "random"), "locality_threshold" (default
- *   0.8), and "measurements" {"job": M, "nodes": {NODE_ID: M}}, where M has
- *   any of "data_wait_fraction" (or "data_wait" and "step_time" in
- *   seconds), "prefetch_hit_rate", "read_bytes_per_second",
- *   "samples_per_second". The same options give the same advice.
+ *   0.8), "prefetch_factor_floor" (the smallest reduce_prefetch factor that
+ *   will apply, in (0, 1]; default 1), and "measurements" {"job": M,
+ *   "nodes": {NODE_ID: M}}, where M has any of "data_wait_fraction" (or
+ *   "data_wait" and "step_time" in seconds), "prefetch_hit_rate",
+ *   "read_bytes_per_second", "samples_per_second", "prefetch_depth" (the
+ *   batches queued while measuring, 1 to 64). The same options give the
+ *   same advice.
  * *advice_json receives the advice (its fields are in docs/data.md); free
  * it with cohort_free. INVALID_ARGUMENT naming the field for an unknown
  * field, a bad value (batch_size 0, a rate below 0, a hit rate above 1) or

@@ -39,9 +39,14 @@ struct DataMeasurement {
     std::optional<double> read_bytes_per_second{};  // storage read throughput, >= 0
     std::optional<double> step_time{};              // seconds, > 0
     std::optional<double> samples_per_second{};     // >= 0
+    // The read-ahead in use while this was measured: the batches the loader
+    // kept queued, after any reduce_prefetch factor (1 to 64). The measured
+    // rules move the depth from it; absent, from the baseline.
+    std::optional<uint32_t> prefetch_depth{};
 
     bool empty() const {
-        return !data_wait_fraction && !prefetch_hit_rate && !read_bytes_per_second && !step_time && !samples_per_second;
+        return !data_wait_fraction && !prefetch_hit_rate && !read_bytes_per_second && !step_time &&
+               !samples_per_second && !prefetch_depth;
     }
 };
 
@@ -66,6 +71,12 @@ struct DataAdvisorOptions {
     uint32_t epochs = 1;  // how often the data is read; >= 1
     AccessPattern access = AccessPattern::sequential;
     double locality_threshold = 0.8;  // a node at or above it has high locality; (0, 1]
+    // The smallest prefetch factor that will apply to the depth, in (0, 1]:
+    // a GPU rule pack's reduce_prefetch (the shipped one's 0.5), when the
+    // loader follows TransferScheduler's prefetch_factor. The advised depth
+    // is the read-ahead the rules call for divided by it, so that depth x
+    // factor still gives that read-ahead. 1: no factor applies.
+    double prefetch_factor_floor = 1.0;
     DataMeasurements measurements{};
 };
 
@@ -153,12 +164,13 @@ private:
 // The options as a JSON object (the C ABI's and cohort-plan's form, one
 // reader for both): "patterns", "style", "batch_size", "sample_bytes",
 // "memory_budget_bytes", "disk_budget_bytes", "epochs", "access",
-// "locality_threshold", "measurements" {"job": M, "nodes": {ID: M}} with M
+// "locality_threshold", "prefetch_factor_floor", "measurements"
+// {"job": M, "nodes": {ID: M}} with M
 // as data_measurements_from_json. Error(invalid_argument) "<where>: <field>: ...".
 COHORT_API DataAdvisorOptions data_advisor_options_from_json(std::string_view text, std::string_view where);
 // {"job": M, "nodes": {ID: M}}, M an object of "data_wait_fraction" (or
 // "data_wait" with "step_time", seconds), "prefetch_hit_rate",
-// "read_bytes_per_second", "step_time", "samples_per_second".
+// "read_bytes_per_second", "step_time", "samples_per_second", "prefetch_depth".
 COHORT_API DataMeasurements data_measurements_from_json(std::string_view text, std::string_view where);
 
 }  // namespace cohort

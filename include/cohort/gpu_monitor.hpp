@@ -49,6 +49,17 @@ struct IoAdvice {
     std::vector<std::pair<std::string, double>> values;  // numbers and booleans (0/1) that were set
 };
 
+// One transfer, as the pack's per-transfer variables see it: file_type
+// (kind), transfer_size (bytes), transfer_priority (priority) and prefetch.
+struct IoTransfer {
+    uint64_t bytes = 0;
+    std::string_view kind{};  // "model", "dataset", ...
+    // The transfer's priority plus its workload's (TransferScheduler's
+    // base priority, before aging and boosts); 0 when nobody said.
+    int priority = 0;
+    bool prefetch = false;  // read ahead of need (a loader's prefetch), not awaited now
+};
+
 class COHORT_API GpuMonitor {
 public:
     GpuMonitor(GpuProbe probe, MonitorOptions options = {});
@@ -78,12 +89,17 @@ public:
     double prefetch_factor();
     // Seconds to hold a transfer of `bytes` of `kind` ("model", "dataset",
     // ...): the largest delay_transfer delay firing now, else 0.
+    // A transfer of priority 0 that is not a prefetch, as IoTransfer says.
     double transfer_delay(uint64_t bytes, std::string_view kind);
+    double transfer_delay(const IoTransfer& transfer);
     // Every action firing now for a transfer of `bytes` of `kind`, with its
     // rule: prefetch_factor() and transfer_delay() are the smallest factor
     // and the longest delay in it. prioritize and stage_transfer are the
     // caller's to act on (TransferScheduler does, <cohort/transfers.hpp>).
+    // The two-argument form asks for a transfer of priority 0 that is not a
+    // prefetch; the shipped pack holds those while a GPU is hot.
     IoAdvice io_advice(uint64_t bytes, std::string_view kind);
+    IoAdvice io_advice(const IoTransfer& transfer);
 
     struct Impl;
 

@@ -91,7 +91,7 @@ struct TransferFacts {
     std::string_view workload{};
     std::string_view kind{};
     uint64_t bytes = 0;
-    int priority = 0;
+    int priority = 0;  // the transfer's plus its workload's, before aging and boosts
     bool prefetch = false;
 };
 

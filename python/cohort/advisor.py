@@ -11,6 +11,7 @@ Every recommendation comes with a reason naming the inputs it came from.
 """
 
 import json
+import math
 import numbers
 from dataclasses import dataclass, field
 
@@ -22,7 +23,7 @@ STYLES = ("allreduce", "parameter_server")
 CACHE_STRATEGIES = ("none", "memory", "local_disk")
 
 _MEASUREMENT_FIELDS = ("data_wait_fraction", "data_wait", "prefetch_hit_rate", "read_bytes_per_second",
-                       "step_time", "samples_per_second")
+                       "step_time", "samples_per_second", "prefetch_depth")
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,12 @@ def _measurement(where, m):
             continue
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise InvalidArgument(f"{where}: {k} must be a number, not {v!r}")
+        if k == "prefetch_depth":
+            # A count of batches: the library checks the range (1 to 64).
+            if not math.isfinite(v) or v != int(v) or v < 0:
+                raise InvalidArgument(f"{where}: prefetch_depth must be a whole number of batches, not {v!r}")
+            out[k] = int(v)
+            continue
         out[k] = float(v)
     return out
 
@@ -174,7 +181,7 @@ class DataAdvisor:
 
     def __init__(self, batch_size, memory_budget, style="allreduce", patterns=None,
                  sample_bytes=None, disk_budget=None, epochs=1, access="sequential",
-                 locality_threshold=0.8):
+                 locality_threshold=0.8, prefetch_factor_floor=1.0):
         if style not in STYLES:
             raise InvalidArgument(f"style: unknown style {style!r} (expected allreduce or parameter_server)")
         if isinstance(patterns, str):
@@ -182,7 +189,8 @@ class DataAdvisor:
         self.options = {"batch_size": _util.u64("batch_size", batch_size),
                         "memory_budget_bytes": _size("memory_budget", memory_budget),
                         "style": style, "epochs": _util.u32("epochs", epochs), "access": access,
-                        "locality_threshold": _number("locality_threshold", locality_threshold)}
+                        "locality_threshold": _number("locality_threshold", locality_threshold),
+                        "prefetch_factor_floor": _number("prefetch_factor_floor", prefetch_factor_floor)}
         if patterns:
             for p in patterns:
                 if not isinstance(p, str):
@@ -197,7 +205,8 @@ class DataAdvisor:
         """The DataAdvice for `plan` (a ShardPlan). measurements: {"job": M,
         "nodes": {node_id: M}} or a flat M (the job's), M a dict of
         data_wait_fraction (or data_wait with step_time, seconds),
-        prefetch_hit_rate, read_bytes_per_second, step_time, samples_per_second."""
+        prefetch_hit_rate, read_bytes_per_second, step_time, samples_per_second,
+        prefetch_depth (the batches queued while measuring, after any factor)."""
         if not isinstance(plan, ShardPlan):
             raise InvalidArgument(f"plan: expected a ShardPlan, not {type(plan).__name__}")
         options = dict(self.options)

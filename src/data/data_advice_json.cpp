@@ -41,7 +41,7 @@ uint64_t bytes_field(const detail::FieldReader& r, std::string_view key) {
 DataMeasurement read_measurement(const json::value& value, const std::string& where) {
     detail::FieldReader r(value, where, kBad);
     r.allow({"data_wait_fraction", "data_wait", "prefetch_hit_rate", "read_bytes_per_second", "step_time",
-             "samples_per_second"});
+             "samples_per_second", "prefetch_depth"});
     DataMeasurement m;
     if (r.has("step_time")) m.step_time = r.number("step_time");
     if (r.has("data_wait_fraction")) {
@@ -59,6 +59,12 @@ DataMeasurement read_measurement(const json::value& value, const std::string& wh
     if (r.has("prefetch_hit_rate")) m.prefetch_hit_rate = r.number("prefetch_hit_rate");
     if (r.has("read_bytes_per_second")) m.read_bytes_per_second = r.number("read_bytes_per_second");
     if (r.has("samples_per_second")) m.samples_per_second = r.number("samples_per_second");
+    if (r.has("prefetch_depth")) {
+        // The range (1 to 64) is the advisor's check, for the C++ API too.
+        const uint64_t depth = r.uint("prefetch_depth");
+        if (depth > UINT32_MAX) r.fail("prefetch_depth", fmt::format("must be in 1..64 batches, got {}", depth));
+        m.prefetch_depth = static_cast<uint32_t>(depth);
+    }
     return m;
 }
 
@@ -91,7 +97,7 @@ DataAdvisorOptions data_advisor_options_from_json(std::string_view text, std::st
     const json::value value = parse_text(text, where);
     detail::FieldReader r(value, where, kBad);
     r.allow({"patterns", "style", "batch_size", "sample_bytes", "memory_budget_bytes", "disk_budget_bytes", "epochs",
-             "access", "locality_threshold", "measurements"});
+             "access", "locality_threshold", "prefetch_factor_floor", "measurements"});
     DataAdvisorOptions o;
     if (r.has("patterns")) {
         std::size_t i = 0;
@@ -125,6 +131,7 @@ DataAdvisorOptions data_advisor_options_from_json(std::string_view text, std::st
             r.fail("access", fmt::format("unknown access '{}' (expected sequential or random)", access));
     }
     if (r.has("locality_threshold")) o.locality_threshold = r.number("locality_threshold");
+    if (r.has("prefetch_factor_floor")) o.prefetch_factor_floor = r.number("prefetch_factor_floor");
     if (r.has("measurements")) o.measurements = read_measurements(r.value("measurements"), where + ": measurements");
     return o;
 }

@@ -88,6 +88,9 @@ void check_measurement(const DataMeasurement& m, const std::string& where) {
         bad(where + "step_time", fmt::format("must be a finite number of seconds > 0, got {}", *m.step_time));
     if (m.samples_per_second && !(*m.samples_per_second >= 0 && std::isfinite(*m.samples_per_second)))
         bad(where + "samples_per_second", fmt::format("must be a finite number >= 0, got {}", *m.samples_per_second));
+    if (m.prefetch_depth && !(*m.prefetch_depth >= 1 && *m.prefetch_depth <= detail::kMaxPrefetchBatches))
+        bad(where + "prefetch_depth", fmt::format("must be in 1..{} batches (the read-ahead in use), got {}",
+                                                  detail::kMaxPrefetchBatches, *m.prefetch_depth));
 }
 
 // A member's locality for each shard's bytes: the plan's locality map,
@@ -162,6 +165,10 @@ DataAdvisor::DataAdvisor(DataAdvisorOptions options) : options_(std::move(option
     if (options_.epochs == 0) bad("epochs", "must be at least 1");
     if (!(options_.locality_threshold > 0.0 && options_.locality_threshold <= 1.0))
         bad("locality_threshold", fmt::format("must be in (0, 1], got {}", options_.locality_threshold));
+    if (!(options_.prefetch_factor_floor > 0.0 && options_.prefetch_factor_floor <= 1.0))
+        bad("prefetch_factor_floor",
+            fmt::format("must be in (0, 1] (the smallest reduce_prefetch factor that will apply; 1 for none), got {}",
+                        options_.prefetch_factor_floor));
     if (options_.sample_bytes != 0 && options_.batch_size > (uint64_t{1} << 62) / options_.sample_bytes)
         bad("batch_size", fmt::format("{} samples of {} bytes is past 2^62 bytes per batch", options_.batch_size,
                                       options_.sample_bytes));
@@ -261,7 +268,7 @@ DataAdvice DataAdvisor::advise(const ShardPlan& plan) const {
         const uint64_t mean_bytes = members == 0 ? 0 : advice.bytes / members;
         const detail::PrefetchChoice job = detail::choose_prefetch_depth(
             {advice.baseline.prefetch_batches, advice.batch_bytes, advice.sample_bytes, budget, cache ? mean_bytes : 0,
-             job_m.empty() ? nullptr : &job_m, "the job"});
+             job_m.empty() ? nullptr : &job_m, "the job", options_.prefetch_factor_floor});
         advice.prefetch_batches = job.batches;
         advice.prefetch_bytes = uint64_t{job.batches} * advice.batch_bytes;
         advice.measured = job.measured;
@@ -279,7 +286,8 @@ DataAdvice DataAdvisor::advise(const ShardPlan& plan) const {
             own != options_.measurements.nodes.end() ? n.node : fmt::format("{} (the job's)", n.node);
         const detail::PrefetchChoice c =
             detail::choose_prefetch_depth({advice.baseline.prefetch_batches, advice.batch_bytes, advice.sample_bytes,
-                                           budget, cache ? node_bytes[m] : 0, measured, measured ? whose : n.node});
+                                           budget, cache ? node_bytes[m] : 0, measured, measured ? whose : n.node,
+                                           options_.prefetch_factor_floor});
         n.prefetch_batches = c.batches;
         n.prefetch_bytes = uint64_t{c.batches} * advice.batch_bytes;
         n.measured = c.measured;

@@ -6,7 +6,7 @@ namespace cohort {
 
 TransferPolicy monitor_policy(GpuMonitor& monitor) {
     return [&monitor](const TransferFacts& facts) {
-        const IoAdvice advice = monitor.io_advice(facts.bytes, facts.kind);
+        const IoAdvice advice = monitor.io_advice(IoTransfer{facts.bytes, facts.kind, facts.priority, facts.prefetch});
         std::vector<PolicyAction> out;
         out.reserve(advice.actions.size());
         for (const IoAction& action : advice.actions) {

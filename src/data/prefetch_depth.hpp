@@ -25,6 +25,9 @@ struct PrefetchInputs {
     uint64_t cache_wanted = 0;  // bytes the node would cache in memory, 0 without a cache
     const DataMeasurement* measured = nullptr;
     std::string who;  // for the reason: "worker-3", "the job"
+    // The smallest prefetch factor that will apply, in (0, 1]: the depth the
+    // rules call for is divided by it (DataAdvisorOptions::prefetch_factor_floor).
+    double factor_floor = 1.0;
 };
 
 struct PrefetchChoice {
@@ -33,8 +36,9 @@ struct PrefetchChoice {
     std::string reason;
 };
 
-// Deterministic, monotone: never lower for a larger data wait or a lower hit
-// rate, never higher for a smaller budget; always in 1..kMaxPrefetchBatches.
+// Deterministic, monotone: never lower for a larger data wait, a lower hit
+// rate, a deeper read-ahead in use or a smaller factor floor, never higher
+// for a smaller budget; always in 1..kMaxPrefetchBatches.
 PrefetchChoice choose_prefetch_depth(const PrefetchInputs& in);
 
 }  // namespace cohort::detail

@@ -204,10 +204,7 @@ struct IoRules {
         context.emplace(engine.context());
     }
 
-    struct Transfer {
-        uint64_t bytes;
-        std::string_view kind;
-    };
+    using Transfer = IoTransfer;
     IoAdvice evaluate(const GpuSample& sample, std::optional<Transfer> transfer) {
         Context& ctx = *context;
         ctx.clear();
@@ -227,6 +224,14 @@ struct IoRules {
             if (ctx.symbols().find("transfer_size"))
                 ctx.set("transfer_size", Value(static_cast<int64_t>(std::min<uint64_t>(transfer->bytes, INT64_MAX))));
             if (ctx.symbols().find("file_type")) ctx.set("file_type", Value(std::string(transfer->kind)));
+            if (const auto slot = ctx.symbols().find("transfer_priority")) {
+                // Declared int or number (a pack may compare it either way).
+                if (ctx.symbols().declared(*slot) == Type::number)
+                    ctx.set("transfer_priority", Value(static_cast<double>(transfer->priority)));
+                else
+                    ctx.set("transfer_priority", Value(static_cast<int64_t>(transfer->priority)));
+            }
+            if (ctx.symbols().find("prefetch")) ctx.set("prefetch", Value(transfer->prefetch));
         }
         // The engine refuses time going backwards; a wall clock may.
         last_time = std::max(last_time, sample.time);
@@ -438,14 +443,22 @@ double GpuMonitor::prefetch_factor() {
 }
 
 double GpuMonitor::transfer_delay(uint64_t bytes, std::string_view kind) {
+    return transfer_delay(IoTransfer{bytes, kind});
+}
+
+double GpuMonitor::transfer_delay(const IoTransfer& transfer) {
     double delay = 0;
-    for (const IoAction& action : impl_->answer(IoRules::Transfer{bytes, kind}).actions)
+    for (const IoAction& action : impl_->answer(transfer).actions)
         if (action.type == "delay_transfer") delay = std::max(delay, action.delay_seconds);
     return delay;
 }
 
 IoAdvice GpuMonitor::io_advice(uint64_t bytes, std::string_view kind) {
-    return impl_->answer(IoRules::Transfer{bytes, kind});
+    return io_advice(IoTransfer{bytes, kind});
+}
+
+IoAdvice GpuMonitor::io_advice(const IoTransfer& transfer) {
+    return impl_->answer(transfer);
 }
 
 }  // namespace cohort

@@ -5,6 +5,8 @@
 
 #include <cohort/data_advisor.hpp>
 
+#include <cmath>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -282,6 +284,78 @@ TEST(DataAdvisorMeasured, NoWaitAndTightMemoryLowersThePrefetch) {
     EXPECT_EQ(advise(o, plan).nodes[2].prefetch_batches, 4u);
 }
 
+// The measured raise starts from the read-ahead the measurement was taken
+// with: a queue of 4 that still waited half the step needs 8, not 4.
+TEST(DataAdvisorMeasured, RaisesFromTheDepthInUse) {
+    const ShardPlan plan = replicated_plan();
+    DataAdvisorOptions o = base_options();
+    o.measurements.job = {.data_wait_fraction = 0.5, .prefetch_hit_rate = 0.2, .prefetch_depth = 4};
+    DataAdvice a = advise(o, plan);
+    EXPECT_EQ(a.prefetch_batches, 8u);  // ceil(4 / (1 - 0.5))
+    EXPECT_THAT(a.prefetch_reason, HasSubstr("raised to ceil(4 / (1 - 0.50)) = 8 batches from the depth in use"));
+    // Without it, from the baseline (2), as before.
+    o.measurements.job.prefetch_depth.reset();
+    a = advise(o, plan);
+    EXPECT_EQ(a.prefetch_batches, 4u);
+    EXPECT_THAT(a.prefetch_reason, HasSubstr("= 4 batches from the baseline"));
+    // No wait to speak of: the depth in use stays.
+    o.measurements.job = {.data_wait_fraction = 0.03, .prefetch_depth = 5};
+    a = advise(o, plan);
+    EXPECT_EQ(a.prefetch_batches, 5u);
+    EXPECT_THAT(a.prefetch_reason, HasSubstr("the depth in use, 5 batches"));
+    // A depth in use but no wait measured: nothing says it was wrong or right.
+    o.measurements.job = {.prefetch_depth = 7};
+    EXPECT_EQ(advise(o, plan).prefetch_batches, 2u);
+    // A deeper read-ahead in use never lowers the advice.
+    uint32_t last = 0;
+    for (uint32_t d = 1; d <= 64; ++d) {
+        o.measurements.job = {.data_wait_fraction = 0.3, .prefetch_hit_rate = 0.4, .prefetch_depth = d};
+        const uint32_t depth = advise(o, plan).prefetch_batches;
+        EXPECT_GE(depth, last) << "in use " << d;
+        EXPECT_LE(depth, 64u);
+        last = depth;
+    }
+}
+
+// A rule pack that halves the depth under pressure (the shipped
+// reduce_prefetch, 0.5): the advice doubles, so the halved queue still
+// reads as far ahead as the wait calls for.
+TEST(DataAdvisorMeasured, TheFactorFloorKeepsTheReadAheadUnderReducePrefetch) {
+    const ShardPlan plan = replicated_plan();
+    DataAdvisorOptions o = base_options();
+    o.prefetch_factor_floor = 0.5;
+    DataAdvice a = advise(o, plan);
+    EXPECT_EQ(a.prefetch_batches, 4u);  // the baseline 2 / 0.5
+    EXPECT_EQ(a.baseline.prefetch_batches, 2u);
+    EXPECT_THAT(a.prefetch_reason,
+                HasSubstr("divided by the prefetch factor floor 0.50, so that 4 x 0.50 still reads 2 batches ahead"));
+    o.measurements.job = {.data_wait_fraction = 0.25, .prefetch_hit_rate = 0.5, .prefetch_depth = 3};
+    a = advise(o, plan);
+    EXPECT_EQ(a.prefetch_batches, 8u);  // ceil(3 / 0.75) = 4, / 0.5
+    EXPECT_THAT(a.prefetch_reason, HasSubstr("= 4 batches from the depth in use"));
+    EXPECT_THAT(a.prefetch_reason, HasSubstr("so that 8 x 0.50 still reads 4 batches ahead: 8 batches"));
+    for (const NodeDataAdvice& n : a.nodes) EXPECT_EQ(n.prefetch_batches, 8u) << n.node;
+    // 0.3 (the seed's lowest): ceil(4 / 0.3) = 14.
+    o.prefetch_factor_floor = 0.3;
+    EXPECT_EQ(advise(o, plan).prefetch_batches, 14u);
+    // Still within the memory budget.
+    o.memory_budget_bytes = 6 * MiB;
+    a = advise(o, plan);
+    EXPECT_EQ(a.prefetch_batches, 6u);
+    EXPECT_THAT(a.prefetch_reason, HasSubstr("capped at 6 batches by the memory budget"));
+    // A smaller floor never lowers the depth.
+    o.memory_budget_bytes = 64 * MiB;
+    uint32_t last = 0;
+    for (int f = 100; f >= 1; --f) {
+        o.prefetch_factor_floor = f / 100.0;
+        const uint32_t depth = advise(o, plan).prefetch_batches;
+        EXPECT_GE(depth, last) << "floor " << o.prefetch_factor_floor;
+        EXPECT_LE(depth, 64u);
+        last = depth;
+    }
+    EXPECT_EQ(last, 64u);
+}
+
 TEST(DataAdvisorCache, MemoryFirstThenLocalDiskWithinTheBudgets) {
     const ShardPlan plan = replicated_plan();
     DataAdvisorOptions o = base_options();
@@ -358,6 +432,16 @@ TEST(DataAdvisorErrors, BadArgumentsAreNamed) {
                 HasSubstr("measurements.nodes.node-1.read_bytes_per_second: must be a finite number >= 0"));
     EXPECT_THAT(message([](auto& o) { o.measurements.job.samples_per_second = -3; }), HasSubstr("samples_per_second"));
     EXPECT_THAT(message([](auto& o) { o.measurements.job.step_time = 0; }), HasSubstr("step_time: must be a finite"));
+    EXPECT_THAT(message([](auto& o) { o.measurements.job.prefetch_depth = 0; }),
+                HasSubstr("measurements.job.prefetch_depth: must be in 1..64 batches"));
+    EXPECT_THAT(message([](auto& o) { o.measurements.nodes["node-1"].prefetch_depth = 65; }),
+                HasSubstr("measurements.nodes.node-1.prefetch_depth: must be in 1..64 batches (the read-ahead in use), "
+                          "got 65"));
+    for (double floor : {0.0, -0.5, 1.5, std::nan("")}) {
+        EXPECT_THAT(message([floor](auto& o) { o.prefetch_factor_floor = floor; }),
+                    HasSubstr("prefetch_factor_floor: must be in (0, 1]"))
+            << floor;
+    }
 
     DataAdvisorOptions o = base_options();
     o.measurements.nodes["ghost"] = {.data_wait_fraction = 0.2};
@@ -369,8 +453,8 @@ TEST(DataAdvisorJson, OptionsAndMeasurementsFromJson) {
     const DataAdvisorOptions o = data_advisor_options_from_json(
         R"({"patterns": ["train/*"], "style": "parameter_server", "batch_size": 32, "sample_bytes": "4KiB",
             "memory_budget_bytes": "1GiB", "disk_budget_bytes": 1000000, "epochs": 3, "access": "random",
-            "locality_threshold": 0.5,
-            "measurements": {"job": {"data_wait": 0.25, "step_time": 0.5},
+            "locality_threshold": 0.5, "prefetch_factor_floor": 0.5,
+            "measurements": {"job": {"data_wait": 0.25, "step_time": 0.5, "prefetch_depth": 3},
                              "nodes": {"node-1": {"data_wait_fraction": 0.1, "prefetch_hit_rate": 0.3,
                                                   "read_bytes_per_second": 1e9, "samples_per_second": 900}}}})",
         "opts");
@@ -384,6 +468,9 @@ TEST(DataAdvisorJson, OptionsAndMeasurementsFromJson) {
     EXPECT_EQ(o.access, AccessPattern::random);
     EXPECT_DOUBLE_EQ(o.locality_threshold, 0.5);
     EXPECT_DOUBLE_EQ(*o.measurements.job.data_wait_fraction, 0.5);
+    EXPECT_DOUBLE_EQ(o.prefetch_factor_floor, 0.5);
+    EXPECT_EQ(o.measurements.job.prefetch_depth, 3u);
+    EXPECT_FALSE(o.measurements.nodes.at("node-1").prefetch_depth);
     const DataMeasurement& n = o.measurements.nodes.at("node-1");
     EXPECT_DOUBLE_EQ(*n.prefetch_hit_rate, 0.3);
     EXPECT_DOUBLE_EQ(*n.samples_per_second, 900);
@@ -401,6 +488,14 @@ TEST(DataAdvisorJson, OptionsAndMeasurementsFromJson) {
     EXPECT_THAT(bad(R"({"batch_size": 1, "memory_budget_bytes": 1, "style": "ring"})"),
                 HasSubstr("style: unknown style 'ring'"));
     EXPECT_THAT(bad("{"), HasSubstr("opts: not JSON"));
+    EXPECT_THAT(bad(R"({"batch_size": 1, "memory_budget_bytes": 1, "prefetch_factor_floor": "half"})"),
+                HasSubstr("prefetch_factor_floor"));
+    EXPECT_THAT(error_message(Errc::invalid_argument,
+                              [] { data_measurements_from_json(R"({"job": {"prefetch_depth": 2.5}})", "m.json"); }),
+                HasSubstr("m.json: job: prefetch_depth"));
+    EXPECT_THAT(error_message(Errc::invalid_argument,
+                              [] { data_measurements_from_json(R"({"job": {"prefetch_depth": 1e12}})", "m.json"); }),
+                HasSubstr("m.json: job: prefetch_depth"));
     EXPECT_THAT(error_message(Errc::invalid_argument,
                               [] { data_measurements_from_json(R"({"job": {"data_wait": 0.2}})", "m.json"); }),
                 HasSubstr("m.json: job: data_wait: needs step_time"));

@@ -100,6 +100,10 @@ TEST(GpuMonitor, TransferDelayFollowsTheTemperatureSpikeWithTheShippedPack) {
         EXPECT_EQ(monitor.transfer_delay(1'000'000'000, "dataset"), expected) << "t=" << t;
         EXPECT_EQ(monitor.transfer_delay(200'000'000, "model"), expected) << "t=" << t;
         EXPECT_EQ(monitor.transfer_delay(0, ""), expected) << "t=" << t;
+        // The hold is for what can wait: priority below 10, prefetch or not.
+        EXPECT_EQ(monitor.transfer_delay(IoTransfer{1'000'000, "dataset", 9, true}), expected) << "t=" << t;
+        EXPECT_EQ(monitor.transfer_delay(IoTransfer{1'000'000, "dataset", 10}), 0.0) << "t=" << t;
+        EXPECT_EQ(monitor.transfer_delay(IoTransfer{1'000'000, "dataset", 100, true}), 0.0) << "t=" << t;
     }
 }
 
@@ -129,6 +133,13 @@ TEST(GpuMonitor, IoAdviceNamesEachFiringActionItsRuleAndTheValues) {
     EXPECT_EQ(advice.actions[0].delay_seconds, 30);
     EXPECT_THAT(advice.values, ::testing::Contains(std::pair<std::string, double>("gpu_temperature", 92)));
     EXPECT_THAT(advice.values, ::testing::Contains(std::pair<std::string, double>("transfer_size", 200'000'000)));
+    // The two-argument form asks about priority 0, not a prefetch.
+    EXPECT_THAT(advice.values, ::testing::Contains(std::pair<std::string, double>("transfer_priority", 0)));
+    EXPECT_THAT(advice.values, ::testing::Contains(std::pair<std::string, double>("prefetch", 0)));
+    advice = monitor.io_advice(IoTransfer{200'000'000, "model", 50, true});
+    EXPECT_TRUE(advice.actions.empty());  // a high-priority transfer is not held
+    EXPECT_THAT(advice.values, ::testing::Contains(std::pair<std::string, double>("transfer_priority", 50)));
+    EXPECT_THAT(advice.values, ::testing::Contains(std::pair<std::string, double>("prefetch", 1)));
     sim.at(50);  // 90 % memory, cool
     monitor.sample_now();
     advice = monitor.io_advice(200'000'000, "model");

@@ -56,7 +56,9 @@ std::map<std::string, Value> calm_node() {
             {"gpu_temperature", Value(60.0)},
             {"file_type", Value("dataset")},
             {"transfer_size", Value(int64_t{1'000'000})},
-            {"active_training", Value(false)}};
+            {"active_training", Value(false)},
+            {"transfer_priority", Value(int64_t{0})},
+            {"prefetch", Value(false)}};
 }
 
 // One evaluation of the GPU/I/O pack on a fresh engine (no state carried
@@ -80,7 +82,8 @@ TEST(GpuIoPack, LoadsWithTheDocumentedRulesAndVariables) {
     EXPECT_FALSE(set.allows_unhandled_actions());
     const std::map<std::string, Type, std::less<>> expected{
         {"gpu_memory", Type::number}, {"gpu_memory_busy", Type::number}, {"gpu_temperature", Type::number},
-        {"file_type", Type::string},  {"transfer_size", Type::integer},  {"active_training", Type::boolean}};
+        {"file_type", Type::string},  {"transfer_size", Type::integer},  {"active_training", Type::boolean},
+        {"transfer_priority", Type::integer}, {"prefetch", Type::boolean}};
     EXPECT_EQ(set.variables(), expected);
     for (const Rule& rule : set.rules()) {
         EXPECT_FALSE(rule.description.empty()) << rule.id;
@@ -102,6 +105,14 @@ TEST(GpuIoPack, EachRuleFiresExactlyWhenItsWholeConditionHolds) {
         {"memory as an integer", {{"gpu_memory", Value(86)}}, {kReduce}},
         {"temperature at exactly 87", {{"gpu_temperature", Value(87.0)}}, {}},
         {"temperature above 87", {{"gpu_temperature", Value(88.0)}}, {kDelay}},
+        // The thermal hold is for transfers that can wait: below priority 10.
+        {"hot, priority 9", {{"gpu_temperature", Value(88.0)}, {"transfer_priority", Value(9)}}, {kDelay}},
+        {"hot, priority 10", {{"gpu_temperature", Value(88.0)}, {"transfer_priority", Value(10)}}, {}},
+        {"hot, priority 100, a prefetch",
+         {{"gpu_temperature", Value(95.0)}, {"transfer_priority", Value(100)}, {"prefetch", Value(true)}},
+         {}},
+        {"hot, a negative priority", {{"gpu_temperature", Value(88.0)}, {"transfer_priority", Value(-5)}}, {kDelay}},
+        {"cool, priority 0", {{"gpu_temperature", Value(86.0)}, {"transfer_priority", Value(0)}}, {}},
         // prioritize_model_files needs both halves of its AND.
         {"pressure but a dataset", {{"gpu_memory", Value(90.0)}, {"file_type", Value("dataset")}}, {kReduce}},
         {"pressure but a checkpoint", {{"gpu_memory", Value(82.0)}, {"file_type", Value("checkpoint")}}, {}},
@@ -192,6 +203,7 @@ TEST(GpuIoPack, HandlersRunForEveryFiringRuleInPriorityOrder) {
     context.set("file_type", Value("model"));
     context.set("active_training", Value(true));
     context.set("transfer_size", Value::parse("1GB"));
+    context.set("transfer_priority", Value(0));
     const Evaluation evaluation = engine.evaluate(context, 0);
     EXPECT_TRUE(evaluation.errors.empty()) << describe(evaluation);
     EXPECT_THAT(calls, ElementsAre("reduce_prefetch_on_memory_pressure/reduce_prefetch",

@@ -572,6 +572,53 @@ TEST(TransferScheduler, TheGpuRulePackActsThroughTheMonitor) {
     EXPECT_EQ(scheduler.stats().prefetch_factor, 1.0);
 }
 
+// The shipped thermal hold is scoped to what can wait: while the GPU is hot a
+// transfer of priority 10 or more runs at once, one below it is held.
+TEST(TransferScheduler, TheShippedPackHoldsOnlyLowPriorityTransfersWhileHot) {
+    Fixture f;
+    std::ofstream(f.files.dir() / "gpus.yaml") << kGpus;
+    auto now = std::make_shared<std::atomic<double>>(kStart);
+    ProbeOptions probe_options;
+    probe_options.clock = [now] { return now->load(); };
+    GpuMonitor monitor(GpuProbe::open("file:" + (f.files.dir() / "gpus.yaml").string(), probe_options),
+                       MonitorOptions{.rules = quick_pack(f.files)});
+    monitor.sample_now();  // the timeline's start
+    now->store(kStart + 10);  // 90 % memory, 92 °C
+    monitor.sample_now();
+    TransferScheduler scheduler(TransferOptions{.workers = 2, .policy = monitor_policy(monitor)});
+
+    TransferRequest low = f.read("low", 0, 100);
+    low.priority = 9;
+    auto held = scheduler.submit(std::move(low));
+    TransferRequest high = f.read("high", 0, 100);
+    high.priority = 10;
+    high.prefetch = true;  // a prefetch of a high-priority job is not held either
+    auto high_done = scheduler.submit(std::move(high));
+    ASSERT_EQ(high_done.wait_for(5s), std::future_status::ready) << "the high-priority transfer was held";
+    const TransferResult rh = high_done.get();
+    EXPECT_EQ(rh.code, Errc::ok);
+    EXPECT_EQ(find_decision(rh.decisions, "delay_transfer"), nullptr);
+    EXPECT_LT(rh.waited_seconds, 0.14);
+
+    // The low one is held while the GPU stays hot (re-held at each look),
+    // and goes once it has cooled.
+    for (int i = 0; i < 100 && scheduler.stats().held == 0; ++i) std::this_thread::sleep_for(2ms);
+    EXPECT_EQ(scheduler.stats().held, 1u);
+    EXPECT_NE(held.wait_for(200ms), std::future_status::ready);
+    now->store(kStart + 20);
+    monitor.sample_now();
+    ASSERT_EQ(held.wait_for(10s), std::future_status::ready);
+    const TransferResult rl = held.get();
+    EXPECT_EQ(rl.code, Errc::ok);
+    EXPECT_GE(rl.waited_seconds, 0.14);
+    const TransferDecision* d = find_decision(rl.decisions, "delay_transfer");
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->rule, "delay_transfer_on_temperature");
+    EXPECT_THAT(d->values, ::testing::Contains(std::pair<std::string, double>("transfer_priority", 9)));
+    EXPECT_THAT(d->values, ::testing::Contains(std::pair<std::string, double>("prefetch", 0)));
+    EXPECT_GE(scheduler.stats().delayed, 1u);
+}
+
 // ------------------------------------------------- deadlines and workloads
 
 TEST(TransferScheduler, AMissedDeadlineIsCountedAndTheTransferStillRuns) {

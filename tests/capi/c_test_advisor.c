@@ -129,6 +129,19 @@ static void test_advice(cohort_shard_plan* plan) {
     CHECK_HAS(json, "\"node\":\"w2\",\"prefetch\":{\"batches\":4,");
     CHECK_HAS(json, "capped at 4 batches by the memory budget");
     cohort_free(json);
+
+    /* Raised from the depth in use (3 / (1 - 0.25) = 4), then divided by the
+     * factor floor 0.5 that a reduce_prefetch rule may apply: 8 batches. */
+    json = NULL;
+    CHECK_OK(cohort_shard_plan_advise(plan,
+                                      "{\"batch_size\": 256, \"memory_budget_bytes\": \"16MiB\", "
+                                      "\"prefetch_factor_floor\": 0.5, \"measurements\": {\"job\": "
+                                      "{\"data_wait_fraction\": 0.25, \"prefetch_depth\": 3}}}",
+                                      &json, &length));
+    CHECK_HAS(json, "\"prefetch\":{\"batches\":8,");
+    CHECK_HAS(json, "= 4 batches from the depth in use");
+    CHECK_HAS(json, "divided by the prefetch factor floor 0.50");
+    cohort_free(json);
 }
 
 static void test_errors(cohort_shard_plan* plan) {
@@ -136,6 +149,9 @@ static void test_errors(cohort_shard_plan* plan) {
     CHECK_ERR(cohort_shard_plan_advise(plan, "{\"batch_size\": 0, \"memory_budget_bytes\": 1}", &json, NULL),
               COHORT_ERR_INVALID_ARGUMENT, "batch_size: must be at least 1");
     CHECK(json == NULL); /* out-parameters are written only on success */
+    CHECK_ERR(cohort_shard_plan_advise(plan, "{\"batch_size\": 8, \"memory_budget_bytes\": 1, "
+                                             "\"prefetch_factor_floor\": 2}", &json, NULL),
+              COHORT_ERR_INVALID_ARGUMENT, "prefetch_factor_floor: must be in (0, 1]");
     CHECK_ERR(cohort_shard_plan_advise(plan, "{\"batch_size\": 8}", &json, NULL), COHORT_ERR_INVALID_ARGUMENT,
               "cohort_shard_plan_advise: options_json: missing field 'memory_budget_bytes'");
     CHECK_ERR(cohort_shard_plan_advise(plan,

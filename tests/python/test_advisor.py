@@ -108,6 +108,26 @@ class Measured(unittest.TestCase):
         a = self.advisor.advise(self.plan, {"job": {"data_wait": 0.3, "step_time": 0.4}})
         self.assertEqual(a.prefetch_batches, 8)  # ceil(2 / (1 - 0.75))
 
+    def test_depth_in_use_and_factor_floor(self):
+        # A queue of 3 that waited a quarter of the step needs 4 ahead; a
+        # pack that halves the depth (floor 0.5) makes that 8.
+        halved = cohort.data.DataAdvisor(1024, 64 * MiB, prefetch_factor_floor=0.5)
+        a = halved.advise(self.plan, {"data_wait_fraction": 0.25, "prefetch_hit_rate": 0.5, "prefetch_depth": 3})
+        self.assertEqual(a.prefetch_batches, 8)
+        self.assertIn("= 4 batches from the depth in use", a.prefetch_reason)
+        self.assertIn("prefetch factor floor 0.50", a.prefetch_reason)
+        self.assertEqual(self.advisor.advise(self.plan, {"data_wait_fraction": 0.25, "prefetch_hit_rate": 0.5,
+                                                         "prefetch_depth": 3}).prefetch_batches, 4)
+        for bad, needle in [(2.5, "whole number"), (float("inf"), "whole number"), (0, "1..64"), (65, "1..64")]:
+            with self.subTest(prefetch_depth=bad):
+                with self.assertRaises(cohort.Error) as caught:
+                    self.advisor.advise(self.plan, {"data_wait_fraction": 0.2, "prefetch_depth": bad})
+                self.assertIn("prefetch_depth", str(caught.exception))
+                self.assertIn(needle, str(caught.exception))
+        with self.assertRaises(cohort.Error) as caught:
+            cohort.data.DataAdvisor(1024, 64 * MiB, prefetch_factor_floor=0).advise(self.plan)
+        self.assertIn("prefetch_factor_floor: must be in (0, 1]", str(caught.exception))
+
     def test_bad_measurements(self):
         for measurements, needle in [({"job": {"prefetch_hit_rate": 1.5}}, "prefetch_hit_rate: must be in [0, 1]"),
                                      ({"job": {"read_bytes_per_second": -1}}, "read_bytes_per_second"),
