@@ -633,7 +633,18 @@ TEST(CoordinatorJournal, SurvivesKillNineMidCommit) {
         const int64_t found = std::stoll(*count);
         EXPECT_GE(found, acknowledged);
         EXPECT_LE(found, acknowledged + 1);
-        EXPECT_LE(warnings.size(), 1u);
+        // A kill while a snapshot or the manifest is written leaves its
+        // temporary file (and a snapshot's parts), a warning each; one in a
+        // journal append, a torn line.
+        int torn = 0;
+        for (const std::string& w : warnings) {
+            const bool snapshot_left = w.find("removed an unfinished ") != std::string::npos ||
+                                       w.find("removed a part of an unfinished snapshot") != std::string::npos;
+            const bool torn_line = w.find("ignoring a torn last line") != std::string::npos;
+            torn += torn_line ? 1 : 0;
+            EXPECT_TRUE(snapshot_left || torn_line) << w;
+        }
+        EXPECT_LE(torn, 1) << ::testing::PrintToString(warnings);
         // And the journal goes on from there.
         d.state().store_add("j", 1, "count", 1000, 3);
         d.commit();
