@@ -8,9 +8,12 @@ bin="$1"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-timeout 100 nice "$bin" --seconds 40 --scale 0.025 --dir "$dir" --json >"$dir/out.json" || fail "exited $?: $(cat "$dir/out.json")"
-[ -z "$(ls -A "$dir" | grep -v '^out.json$')" ] || fail "left files behind: $(ls -A "$dir")"
-/usr/bin/python3 - "$dir/out.json" <<'PY' || fail "bad output: $(cat "$dir/out.json")"
+# Each configuration runs for 2 s of real time, so whether a rule's window
+# catches a transfer depends on the machine's load: a run that misses is
+# drawn again, up to three runs (a CI run at load 5 saw the seed's memory
+# rule catch none in one 1 s run).
+check_output() {
+/usr/bin/python3 - "$dir/out.json" <<'PY'
 import json, sys
 out = json.load(open(sys.argv[1]))
 runs = {c["name"]: c for c in out["configs"]}
@@ -38,6 +41,14 @@ for name in ("c0", "cf", "c"):
     for key in ("memory_pressure_events", "temperature_events", "delayed"):
         assert isinstance(runs[name][key], int) and runs[name][key] >= 0, (name, key, runs[name])
 PY
+}
+for attempt in 1 2 3; do
+  timeout 100 nice "$bin" --seconds 40 --scale 0.05 --dir "$dir" --json >"$dir/out.json" || fail "exited $?: $(cat "$dir/out.json")"
+  [ -z "$(ls -A "$dir" | grep -v '^out.json$')" ] || fail "left files behind: $(ls -A "$dir")"
+  if check_output; then break; fi
+  [ "$attempt" -lt 3 ] || fail "bad output in 3 runs, the last: $(cat "$dir/out.json")"
+  echo "run $attempt missed (load: $(cut -d' ' -f1-3 /proc/loadavg)); again" >&2
+done
 check() {  # expected message, then the flags
   local want="$1"; shift
   msg=$("$bin" "$@" 2>&1); rc=$?
