@@ -16,7 +16,7 @@
 
 static int g_passed;
 static int g_failed;
-static const char* g_scratch = ".";
+static const char* g_scratch;
 
 static void report_failure(const char* file, int line, const char* what) {
     ++g_failed;
@@ -1838,7 +1838,13 @@ int run_autotune_tests(const char* scratch); /* c_test_autotune.c; returns its f
 int run_shard_reader_tests(const char* scratch); /* c_test_shard_reader.c; returns its failures */
 
 int main(int argc, char** argv) {
-    if (argc > 1) g_scratch = argv[1];
+    /* The test writes cluster.yaml, dataset.txt, ...: never into the
+     * current directory by default, where they end up committed. */
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s SCRATCH_DIR (an existing directory for the test's files)\n", argv[0]);
+        return 2;
+    }
+    g_scratch = argv[1];
     setvbuf(stdout, NULL, _IONBF, 0);
 
     struct {
