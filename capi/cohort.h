@@ -1201,6 +1201,18 @@ COHORT_API int cohort_coordinator_client_next_shard(cohort_coordinator_client* c
  * constant. */
 COHORT_API int cohort_coordinator_client_shard_done(cohort_coordinator_client* client, const char* job,
                                                     const char* member, uint64_t lease, int32_t* outcome);
+/* Outcomes of a lease given back (cohort_*_shard_release). */
+#define COHORT_SHARD_RELEASED 0 /* the shard goes to the next member that asks, now */
+#define COHORT_SHARD_REQUEUED 1 /* it was back in the queue already (expired, member removed, given back) */
+#define COHORT_SHARD_REPORTED 2 /* the lease was reported done: nothing to give back */
+
+/* Gives an outstanding lease of `member` back unread (a loader that stops
+ * with shards read ahead), so its shard need not wait for the lease to
+ * expire; *outcome (may be NULL) is a COHORT_SHARD_RELEASED, _REQUEUED or
+ * _REPORTED constant. NOT_FOUND for a member or lease the job does not
+ * have, INVALID_ARGUMENT for a lease granted to another member. */
+COHORT_API int cohort_coordinator_client_shard_release(cohort_coordinator_client* client, const char* job,
+                                                       const char* member, uint64_t lease, int32_t* outcome);
 
 /* -------------------------------------------------------------- membership */
 
@@ -1286,6 +1298,8 @@ COHORT_API int cohort_membership_set_gpu_json(cohort_membership* membership, con
 COHORT_API int cohort_membership_next_shard(cohort_membership* membership, char** json, size_t* length);
 /* Reports a lease done, as cohort_coordinator_client_shard_done. */
 COHORT_API int cohort_membership_shard_done(cohort_membership* membership, uint64_t lease, int32_t* outcome);
+/* Gives a lease back unread, as cohort_coordinator_client_shard_release. */
+COHORT_API int cohort_membership_shard_release(cohort_membership* membership, uint64_t lease, int32_t* outcome);
 
 /* Stops heartbeating and says goodbye: the job opens a new round at once.
  * Calling it again does nothing; cohort_membership_next_world joins again. */
@@ -1645,12 +1659,16 @@ COHORT_API int cohort_autotuner_report(const cohort_autotuner* tuner, char** jso
  * transfers' workload: one of the scheduler's registry, if it has one),
  * "priority" (the transfers'), "max_ahead" (at most this many shards
  * ahead, 0: no cap), "poll_interval_seconds" (how often to ask while other
- * members hold every shard left, default 0.05), and for a reader without a
- * scheduler "workers" (default 2) and "prefetch_depth" (default 8)}.
+ * members hold every shard left, default 0.05), "release_on_close"
+ * (default true, below), and for a reader without a scheduler "workers"
+ * (default 2) and "prefetch_depth" (default 8)}.
  * Leases and reads start at once. Shards leased and not handed out, or
- * handed out and not reported done, when the reader is destroyed go back
- * to the queue when their lease expires (the plan's lease_duration), or at
- * once when the member leaves or fails. */
+ * handed out and not reported done, when the reader is destroyed are given
+ * back (cohort_membership_shard_release) with release_on_close, so the next
+ * member that asks gets them; the first give-back that fails (it waits out
+ * the client's retry deadline) stops the rest, which go back to the queue
+ * when their lease expires (the plan's lease_duration), or at once when the
+ * member leaves or fails. */
 
 typedef struct cohort_shard_reader cohort_shard_reader;
 
@@ -1668,9 +1686,10 @@ COHORT_API int cohort_shard_reader_from_membership(cohort_membership* membership
 COHORT_API int cohort_shard_reader_create(cohort_coordinator_client* client, const char* job, const char* member,
                                           const cohort_shards* shards, cohort_transfer_scheduler* scheduler,
                                           const char* options_json, cohort_shard_reader** out);
-/* Stops leasing, waiting for the lease request under way (and, for a
- * reader with its own scheduler, the reads started; reads on a given
- * scheduler finish there). NULL is ignored. */
+/* Stops leasing, waiting for the lease request under way, gives back the
+ * leases it holds (release_on_close), and, for a reader with its own
+ * scheduler, waits for the reads started (reads on a given scheduler
+ * finish there). NULL is ignored. */
 COHORT_API void cohort_shard_reader_destroy(cohort_shard_reader* reader);
 /* Waits up to timeout_seconds for the next leased shard's bytes. *finished
  * is 1 when the coordinator says every epoch is done (nothing else is

@@ -396,4 +396,14 @@ int cohort_coordinator_client_shard_done(cohort_coordinator_client* client, cons
     });
 }
 
+int cohort_coordinator_client_shard_release(cohort_coordinator_client* client, const char* job, const char* member,
+                                            uint64_t lease, int32_t* outcome) {
+    return guard(__func__, [&](const char* fn) {
+        require_call(client, job, fn);
+        require(member, fn, "member");
+        const int32_t released = cohort::capi::release_outcome(client->impl.shard_release(job, member, lease));
+        if (outcome != nullptr) *outcome = released;
+    });
+}
+
 }  // extern "C"

@@ -30,4 +30,11 @@ int32_t shard_outcome(const ShardDone& done) {
     throw Error(Errc::internal, fmt::format("unknown shard outcome '{}' from the coordinator", done.outcome));
 }
 
+int32_t release_outcome(const ShardRelease& release) {
+    if (release.outcome == "released") return COHORT_SHARD_RELEASED;
+    if (release.outcome == "requeued") return COHORT_SHARD_REQUEUED;
+    if (release.outcome == "reported") return COHORT_SHARD_REPORTED;
+    throw Error(Errc::internal, fmt::format("unknown release outcome '{}' from the coordinator", release.outcome));
+}
+
 }  // namespace cohort::capi

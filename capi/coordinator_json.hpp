@@ -23,5 +23,7 @@ std::string lease_json(const ShardLease& lease);
 HeartbeatMetrics metrics_from_text(const char* text, const char* fn);
 // The COHORT_SHARD_* constant of a lease reported done.
 int32_t shard_outcome(const ShardDone& done);
+// The COHORT_SHARD_RELEASED, _REQUEUED or _REPORTED constant of a lease given back.
+int32_t release_outcome(const ShardRelease& release);
 
 }  // namespace cohort::capi

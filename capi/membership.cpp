@@ -182,6 +182,14 @@ int cohort_membership_shard_done(cohort_membership* membership, uint64_t lease, 
     });
 }
 
+int cohort_membership_shard_release(cohort_membership* membership, uint64_t lease, int32_t* outcome) {
+    return guard(__func__, [&](const char* fn) {
+        require(membership, fn, "membership");
+        const int32_t released = cohort::capi::release_outcome(membership->impl.shard_release(lease));
+        if (outcome != nullptr) *outcome = released;
+    });
+}
+
 int cohort_membership_leave(cohort_membership* membership) {
     return guard(__func__, [&](const char* fn) {
         require(membership, fn, "membership");

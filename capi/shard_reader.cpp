@@ -34,6 +34,7 @@ cohort::ShardReaderOptions reader_options(const char* text, cohort_transfer_sche
     if (auto v = f.text("workload")) o.workload = *v;
     if (auto v = f.integer("priority", INT32_MIN, INT32_MAX)) o.priority = static_cast<int>(*v);
     if (auto v = f.count("max_ahead", UINT32_MAX)) o.max_ahead = *v;
+    if (auto v = f.flag("release_on_close")) o.release_on_close = *v;
     if (auto v = f.number("poll_interval_seconds"))
         o.poll_interval = milliseconds_arg(*v, fn, "options_json field \"poll_interval_seconds\"", false);
     if (scheduler != nullptr && (f.has("workers") || f.has("prefetch_depth"))) {

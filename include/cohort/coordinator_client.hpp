@@ -132,6 +132,9 @@ public:
     std::string register_dataset(std::string_view job, std::string_view plan_json);
     ShardLease next_shard(std::string_view job, std::string_view member);
     ShardDone shard_done(std::string_view job, std::string_view member, uint64_t lease);
+    // Gives an outstanding lease back unread: its shard goes to the next
+    // member that asks, without waiting for the lease to expire.
+    ShardRelease shard_release(std::string_view job, std::string_view member, uint64_t lease);
 
     struct Impl;
 

@@ -153,6 +153,16 @@ struct ShardDone {
     bool counted = false;
 };
 
+// A lease given back unread (shards/release).
+struct ShardRelease {
+    // "released": the shard is handed out again now; "requeued": it was
+    // already (the lease expired, its member was removed, or it was given
+    // back before); "reported": the lease was reported done. Only
+    // "released" changes anything.
+    std::string outcome;
+    bool released = false;
+};
+
 struct StoreCasResult {
     std::optional<std::string> value;  // after the call
     bool stored = false;
@@ -164,6 +174,7 @@ COHORT_API std::string to_json_text(const MemberWorld& world, bool with_peers = 
 COHORT_API std::string to_json_text(const HeartbeatReply& reply);
 COHORT_API std::string to_json_text(const ShardLease& lease);
 COHORT_API std::string to_json_text(const ShardDone& done);
+COHORT_API std::string to_json_text(const ShardRelease& release);
 COHORT_API std::string to_json_text(const HeartbeatMetrics& metrics);
 // A heartbeat's metrics object from JSON text (an API caller's argument).
 // Error(invalid_argument) "<where>: <field>: ..." naming what is wrong.

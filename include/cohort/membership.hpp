@@ -148,6 +148,8 @@ public:
     // Shards of the job's dataset, leased to this member.
     ShardLease next_shard();
     ShardDone shard_done(uint64_t lease);
+    // Gives an outstanding lease back unread (CoordinatorClient::shard_release).
+    ShardRelease shard_release(uint64_t lease);
 
     // Stops heartbeating and says goodbye; the job starts a new round at
     // once. Idempotent; nothing to say for a member that never joined.

@@ -32,6 +32,8 @@ class Membership;
 struct ShardLeaseSource {
     std::function<ShardLease()> next_shard{};
     std::function<ShardDone(uint64_t lease)> shard_done{};
+    // Optional: gives a lease back unread (the reader's end, below).
+    std::function<ShardRelease(uint64_t lease)> shard_release{};
     // Optional: told each wait of next(), in seconds (Membership::add_data_wait).
     std::function<void(double seconds)> data_wait{};
     std::string name{};  // for messages: "member 'w0' of job 'train'"
@@ -64,6 +66,10 @@ struct ShardReaderOptions {
     std::chrono::milliseconds poll_interval{50};
     // At most this many shards ahead, whatever the scheduler allows (0: no cap).
     std::size_t max_ahead = 0;
+    // At the reader's end, give the leases it holds back (the source's
+    // shard_release), so other members get their shards at once rather than
+    // when the leases expire.
+    bool release_on_close = true;
 };
 
 // A shard next() hands out: its lease and its bytes (the segments in
@@ -97,9 +103,15 @@ public:
     ShardReader(ShardLeaseSource source, ShardSet shards, ShardReaderOptions options = {});
     ShardReader(Membership& membership, ShardSet shards, ShardReaderOptions options = {});
     // Stops leasing. Shards leased and not handed out, and shards handed
-    // out without done(), are not reported: the coordinator hands them out
-    // again once their lease expires (the plan's lease_duration), or at once
-    // if the member leaves or fails. Reads still under way finish on the
+    // out without done(), are not reported: with release_on_close and a
+    // source that can, they are given back (not one whose read failed:
+    // its lease running out is the pause before the file is read again),
+    // one request each, so the
+    // coordinator hands them to the next member that asks. The first give-
+    // back that fails (the coordinator is gone: it takes the client's
+    // retry_deadline) stops the rest, and those shards go out again when
+    // their leases expire (the plan's lease_duration), or at once if the
+    // member leaves or fails. Reads still under way finish on the
     // scheduler's threads into buffers they keep alive.
     ~ShardReader();
     ShardReader(const ShardReader&) = delete;

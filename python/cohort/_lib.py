@@ -396,6 +396,8 @@ PROTOTYPES = {
                                                  _P(c_size_t)]),
     "cohort_coordinator_client_shard_done": (_STATUS, [coordinator_client_p, c_char_p, c_char_p,
                                                        c_uint64, _P(c_int32)]),
+    "cohort_coordinator_client_shard_release": (_STATUS, [coordinator_client_p, c_char_p, c_char_p,
+                                                          c_uint64, _P(c_int32)]),
     # membership
     "cohort_membership_create": (_STATUS, [c_char_p, c_char_p, c_char_p, c_char_p,
                                            _P(membership_p)]),
@@ -414,6 +416,7 @@ PROTOTYPES = {
     "cohort_membership_set_gpu_json": (_STATUS, [membership_p, c_char_p]),
     "cohort_membership_next_shard": (_STATUS, [membership_p, _owned_out, _P(c_size_t)]),
     "cohort_membership_shard_done": (_STATUS, [membership_p, c_uint64, _P(c_int32)]),
+    "cohort_membership_shard_release": (_STATUS, [membership_p, c_uint64, _P(c_int32)]),
     "cohort_membership_leave": (_STATUS, [membership_p]),
     # data path: workloads and transfers
     "cohort_workload_registry_create": (_STATUS, [pid_alive_fn, c_void_p,

@@ -27,6 +27,8 @@ __all__ = ["Coordinator", "CoordinatorClient"]
 # A lease reported done (COHORT_SHARD_*), by value.
 SHARD_OUTCOMES = ("counted", "counted_late", "already_done")
 SHARD_ALREADY_DONE = 2
+# cohort_*_shard_release's outcomes, by COHORT_SHARD_RELEASED (0) ...
+RELEASE_OUTCOMES = ("released", "requeued", "reported")
 
 
 class Coordinator(_util.Handle):
@@ -285,6 +287,18 @@ class CoordinatorClient(_util.Handle):
                                                        _util.text("member", member),
                                                        _util.u64("lease", lease), byref(outcome))
         return outcome.value != SHARD_ALREADY_DONE
+
+    def shard_release(self, job, member, lease):
+        """Gives an outstanding lease back unread, so its shard goes to the
+        next member that asks instead of waiting for the lease to expire.
+        "released"; or "requeued" when it was back in the queue already
+        (expired, member removed, given back before) and "reported" when it
+        was reported done: then nothing changes."""
+        outcome = c_int32()
+        self._lib.cohort_coordinator_client_shard_release(self._h(), _util.text("job", job),
+                                                          _util.text("member", member),
+                                                          _util.u64("lease", lease), byref(outcome))
+        return RELEASE_OUTCOMES[outcome.value]
 
     def __repr__(self):
         return f"cohort.CoordinatorClient({self.url!r})"

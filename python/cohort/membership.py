@@ -24,7 +24,7 @@ from ctypes import byref, c_char_p, c_int32
 
 from . import _lib, _util
 from .comm import Communicator
-from .coordinator import SHARD_OUTCOMES
+from .coordinator import RELEASE_OUTCOMES, SHARD_OUTCOMES
 from .errors import InvalidArgument
 
 __all__ = ["Membership", "role_job"]
@@ -198,6 +198,13 @@ class Membership(_util.Handle):
         self._lib.cohort_membership_shard_done(self._h(), _util.u64("lease", lease), byref(outcome))
         name = SHARD_OUTCOMES[outcome.value]
         return {"outcome": name, "counted": name != "already_done"}
+
+    def shard_release(self, lease):
+        """Gives a lease back unread: "released", "requeued" or "reported",
+        as CoordinatorClient.shard_release."""
+        outcome = c_int32()
+        self._lib.cohort_membership_shard_release(self._h(), _util.u64("lease", lease), byref(outcome))
+        return RELEASE_OUTCOMES[outcome.value]
 
     def leave(self):
         """Stops heartbeating and says goodbye: the job opens a new round at

@@ -15,9 +15,11 @@ Iterating reports each shard done when the next one is asked for (and the
 last when the iteration ends), so a shard counts once the loop is through
 with it. The waits of a loader over a Membership reach the member's
 heartbeats by themselves: each becomes part of the next recorded step's
-data_wait when record_step leaves it None. Shards leased ahead and never
-handed out go back to the coordinator's queue when their lease expires, or
-at once when the member leaves.
+data_wait when record_step leaves it None. At close(), shards leased ahead
+and never handed out, or handed out and not done, are given back to the
+coordinator (release_on_close), so the next member that asks gets them;
+otherwise they go back to its queue when their lease expires, or at once
+when the member leaves.
 """
 
 import ctypes
@@ -60,7 +62,10 @@ class ShardLoader(_util.Handle):
     workload= names one of its registry's workloads, priority= the reads'),
     or None: the loader's own, with `workers` I/O threads and up to
     `prefetch_depth` shards ahead. max_ahead: a cap on the shards ahead
-    whatever the depth (None: none). timeout: seconds one shard may take
+    whatever the depth (None: none). release_on_close: at close(), give
+    the shards leased and not done back to the coordinator, so the next
+    member that asks gets them now rather than when their leases expire
+    (the first give-back that fails stops the rest). timeout: seconds one shard may take
     (None: no limit; cohort.Timeout after it). copy=False yields memoryviews
     of the reader's buffers instead of bytes, valid until the shard is done."""
 
@@ -69,7 +74,7 @@ class ShardLoader(_util.Handle):
 
     def __init__(self, source, shards, *, job=None, member=None, root=None, scheduler=None,
                  workload=None, priority=0, workers=2, prefetch_depth=8, max_ahead=None,
-                 timeout=None, copy=True):
+                 release_on_close=True, timeout=None, copy=True):
         from .transfers import TransferScheduler
 
         if not isinstance(shards, Shards):
@@ -82,6 +87,9 @@ class ShardLoader(_util.Handle):
             options["workload"] = str(workload)
         if max_ahead is not None:
             options["max_ahead"] = _util.u32("max_ahead", max_ahead)
+        if not isinstance(release_on_close, bool):
+            raise InvalidArgument(f"release_on_close must be True or False, not {release_on_close!r}")
+        options["release_on_close"] = release_on_close
         if scheduler is None:
             options["workers"] = _util.u32("workers", workers)
             options["prefetch_depth"] = _util.u32("prefetch_depth", prefetch_depth)

@@ -89,6 +89,7 @@ struct ShardReader::Impl {
     std::thread leaser;
 
     void lease_loop();
+    void release_leases();
     std::shared_ptr<Slot> make_slot(const ShardLease& lease) const;
     void submit(const std::shared_ptr<Slot>& slot, Reads Slot::* which, bool prefetch);
     std::filesystem::path file_path(uint32_t file) const;
@@ -251,6 +252,25 @@ void ShardReader::Impl::lease_loop() {
     }
 }
 
+// The leases still held at the end, ahead ones first, given back; a failure
+// stops the rest (each would wait out the same unreachable coordinator).
+// Never throws: it runs in the destructor.
+void ShardReader::Impl::release_leases() {
+    std::vector<uint64_t> held;
+    {
+        std::lock_guard lock(state->mutex);
+        for (const auto& slot : state->ahead) held.push_back(slot->lease.lease);
+        for (const auto& [lease, slot] : state->handed) held.push_back(lease);
+    }
+    for (uint64_t lease : held) {
+        try {
+            source.shard_release(lease);
+        } catch (...) {
+            return;
+        }
+    }
+}
+
 ShardReader::ShardReader(ShardLeaseSource source, ShardSet shards, ShardReaderOptions options)
     : impl_(std::make_unique<Impl>()) {
     if (!source.next_shard || !source.shard_done) {
@@ -285,6 +305,7 @@ ShardReader::~ShardReader() {
         impl_->state->wake.notify_all();
     }
     impl_->leaser.join();
+    if (impl_->options.release_on_close && impl_->source.shard_release) impl_->release_leases();
     // Then the own scheduler (a member): it finishes the reads started and
     // drops the queued ones; their callbacks keep the shards alive.
 }

@@ -13,6 +13,7 @@ ShardLeaseSource lease_source(Membership& membership) {
     ShardLeaseSource s;
     s.next_shard = [&membership] { return membership.next_shard(); };
     s.shard_done = [&membership](uint64_t lease) { return membership.shard_done(lease); };
+    s.shard_release = [&membership](uint64_t lease) { return membership.shard_release(lease); };
     s.data_wait = [&membership](double seconds) { membership.add_data_wait(seconds); };
     s.name = fmt::format("member '{}' of job '{}'", membership.member(), membership.job());
     return s;
@@ -26,8 +27,9 @@ ShardLeaseSource lease_source(CoordinatorClient& client, std::string job, std::s
     ShardLeaseSource s;
     s.name = fmt::format("member '{}' of job '{}'", member, job);
     s.next_shard = [&client, job, member] { return client.next_shard(job, member); };
-    s.shard_done = [&client, job = std::move(job), member = std::move(member)](uint64_t lease) {
-        return client.shard_done(job, member, lease);
+    s.shard_done = [&client, job, member](uint64_t lease) { return client.shard_done(job, member, lease); };
+    s.shard_release = [&client, job = std::move(job), member = std::move(member)](uint64_t lease) {
+        return client.shard_release(job, member, lease);
     };
     return s;
 }

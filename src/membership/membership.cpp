@@ -401,6 +401,11 @@ ShardDone Membership::shard_done(uint64_t lease) {
     return m.client->shard_done(m.options.job, m.options.node.id, lease);
 }
 
+ShardRelease Membership::shard_release(uint64_t lease) {
+    Impl& m = checked_impl(impl_);
+    return m.client->shard_release(m.options.job, m.options.node.id, lease);
+}
+
 void Membership::leave() {
     Impl& m = checked_impl(impl_);
     m.stop_heartbeats();

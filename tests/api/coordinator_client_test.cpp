@@ -247,6 +247,34 @@ TEST_F(CoordinatorClientTest, ShardsAreLeasedAndCountedOnce) {
     EXPECT_TRUE(end.finished);
 }
 
+// shards/release over HTTP: the shard given back goes to the other member
+// at once; a second give-back says so; bad requests are errors by status.
+TEST_F(CoordinatorClientTest, ALeaseGivenBackGoesToTheNextMember) {
+    client_.create_job("r", closes_at(2));
+    client_.join("r", node("a"));
+    client_.join("r", node("b"));
+    client_.register_dataset("r", R"({"shards": [{"id": "s0", "bytes": 10}], "lease_duration": 3600})");
+    const ShardLease held = client_.next_shard("r", "a");
+    ASSERT_TRUE(held.granted);
+    EXPECT_FALSE(client_.next_shard("r", "b").granted);  // leased to a for an hour
+    const ShardRelease r = client_.shard_release("r", "a", held.lease);
+    EXPECT_EQ(r.outcome, "released");
+    EXPECT_TRUE(r.released);
+    EXPECT_EQ(to_json_text(r), R"({"outcome":"released","released":true})");
+    const ShardLease again = client_.next_shard("r", "b");
+    ASSERT_TRUE(again.granted);
+    EXPECT_EQ(again.shard_id, "s0");
+    EXPECT_EQ(client_.shard_release("r", "a", held.lease).outcome, "requeued");
+    EXPECT_THAT(error_message(Errc::invalid_argument, [&] { client_.shard_release("r", "a", again.lease); }),
+                HasSubstr("was granted to 'b', not 'a'"));
+    EXPECT_THAT(error_message(Errc::not_found, [&] { client_.shard_release("r", "a", 42); }),
+                HasSubstr("never granted lease 42"));
+    EXPECT_THAT(error_message(Errc::not_found, [&] { client_.shard_release("r", "zed", held.lease); }),
+                HasSubstr("no member 'zed'"));
+    EXPECT_TRUE(client_.shard_done("r", "b", again.lease).counted);
+    EXPECT_EQ(client_.shard_release("r", "b", again.lease).outcome, "reported");
+}
+
 TEST_F(CoordinatorClientTest, ErrorsAreMappedByStatus) {
     CoordinatorClient wrong(server_.url(), client_options("wrong"));
     auto message = error_message(Errc::permission_denied, [&] { wrong.job_state("x"); });

@@ -410,6 +410,40 @@ TEST_F(ShardReaderTest, APlanOfAnotherLayoutIsAMismatch) {
     EXPECT_EQ(reader.stats().shards, 0u);
 }
 
+// The reader's end gives back what it holds (read ahead, and handed out
+// without done()): the coordinator shows none leased, and the next reader
+// gets those shards at once, not after the leases' minute. Without
+// release_on_close they stay leased.
+TEST_F(ShardReaderTest, ItsEndGivesTheLeasesItHoldsBack) {
+    DataFiles files({8 * 1000});
+    const ShardSet shards = ShardSet::split(files.dataset(), {.shard_count = 8});
+    Membership& m = start("release", shards);
+    const auto leased = [&] { return number_after(admin_.job_state("release"), "leased"); };
+    {
+        ShardReader reader(m, shards, {.transfers = {.workers = 2, .prefetch_depth = 4}, .root = files.dir()});
+        const std::optional<ShardData> first = reader.next(10s);
+        ASSERT_TRUE(first.has_value());
+        ASSERT_TRUE(eventually([&] { return reader.stats().ahead >= 3; }));
+        EXPECT_GE(leased(), 4);
+    }
+    EXPECT_EQ(leased(), 0);
+    EXPECT_GE(number_after(admin_.job_state("release"), "released"), 4);
+    {
+        ShardReader reader(m, shards, {.transfers = {.workers = 1, .prefetch_depth = 2}, .root = files.dir(),
+                                       .release_on_close = false});
+        std::set<uint64_t> seen;
+        for (;;) {
+            std::optional<ShardData> shard = reader.next(10s);
+            ASSERT_TRUE(shard.has_value()) << "the shards given back were not leased again";
+            seen.insert(shard->lease.shard);
+            reader.done(shard->lease.lease);
+            if (seen.size() == 7) break;  // all but one: some stay read ahead
+        }
+        ASSERT_TRUE(eventually([&] { return reader.stats().ahead >= 1; }));
+    }
+    EXPECT_GE(leased(), 1);  // kept: they go back when the leases expire
+}
+
 TEST(ShardReader, ASourceThatFailsOrHasNothingIsAnErrorNotAHang) {
     DataFiles files({100});
     const ShardSet shards = ShardSet::split(files.dataset(), {.shard_count = 1});

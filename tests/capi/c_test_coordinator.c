@@ -179,8 +179,26 @@ static void test_coordinator(void) {
         unsigned long long lease = 0;
         CHECK(lease_text != NULL && sscanf(lease_text, "\"lease\":%llu", &lease) == 1);
         int32_t outcome = -1;
+        /* Given back, the shard is leased again at once (a new lease). */
+        CHECK_OK(cohort_coordinator_client_shard_release(client, "cjob", "a", (uint64_t)lease, &outcome));
+        CHECK(outcome == COHORT_SHARD_RELEASED);
+        CHECK_OK(cohort_coordinator_client_shard_release(client, "cjob", "a", (uint64_t)lease, &outcome));
+        CHECK(outcome == COHORT_SHARD_REQUEUED);
+        CHECK_ERR(cohort_coordinator_client_shard_release(client, "cjob", "a", 999, &outcome), COHORT_ERR_NOT_FOUND,
+                  "never granted lease 999");
+        CHECK_ERR(cohort_coordinator_client_shard_release(client, "cjob", NULL, 1, &outcome),
+                  COHORT_ERR_INVALID_ARGUMENT, "member");
+        cohort_free(text);
+        text = NULL;
+        CHECK_OK(cohort_coordinator_client_next_shard(client, "cjob", "a", &text, &length));
+        CHECK_HAS(text, "\"shard_id\":\"only\"");
+        lease_text = text != NULL ? strstr(text, "\"lease\":") : NULL;
+        CHECK(lease_text != NULL && sscanf(lease_text, "\"lease\":%llu", &lease) == 1);
         CHECK_OK(cohort_coordinator_client_shard_done(client, "cjob", "a", (uint64_t)lease, &outcome));
         CHECK(outcome == COHORT_SHARD_COUNTED);
+        CHECK_OK(cohort_coordinator_client_shard_release(client, "cjob", "a", (uint64_t)lease, NULL));
+        CHECK_OK(cohort_coordinator_client_shard_release(client, "cjob", "a", (uint64_t)lease, &outcome));
+        CHECK(outcome == COHORT_SHARD_REPORTED);
         CHECK_OK(cohort_coordinator_client_shard_done(client, "cjob", "a", (uint64_t)lease, &outcome));
         CHECK(outcome == COHORT_SHARD_ALREADY_DONE);
         CHECK_OK(cohort_coordinator_client_shard_done(client, "cjob", "a", (uint64_t)lease, NULL));

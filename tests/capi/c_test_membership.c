@@ -162,6 +162,9 @@ static void test_membership(void) {
         int32_t outcome = -1;
         CHECK_OK(cohort_membership_shard_done(m, lease, &outcome));
         CHECK(outcome == COHORT_SHARD_COUNTED);
+        CHECK_OK(cohort_membership_shard_release(m, lease, &outcome));
+        CHECK(outcome == COHORT_SHARD_REPORTED);
+        CHECK_ERR(cohort_membership_shard_release(NULL, lease, &outcome), COHORT_ERR_INVALID_ARGUMENT, "membership");
     }
 
     /* A second node opens a round; the member hears of it and joins the world of two. */

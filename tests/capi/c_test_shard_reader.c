@@ -269,7 +269,16 @@ static void test_shard_reader(const char* scratch) {
             CHECK_OK(cohort_transfer_scheduler_stats(scheduler, &t));
             CHECK(t.submitted == 2 && t.failed == 1);
         }
+        CHECK(state_number(admin, "rshort", "leased") == 1);
+        /* Its end gives back only the leases of shards it holds: the one whose
+         * read failed waits out its lease (a pause before anyone reads the
+         * file again). */
         cohort_shard_reader_destroy(reader);
+        CHECK(state_number(admin, "rshort", "leased") == 1);
+        CHECK(state_number(admin, "rshort", "released") == 0);
+        CHECK_ERR(cohort_shard_reader_create(admin, "rshort", "r-b", halves, scheduler, "{\"release_on_close\": 1}",
+                                             &reader),
+                  COHORT_ERR_INVALID_ARGUMENT, "release_on_close");
         cohort_transfer_scheduler_destroy(scheduler);
         cohort_shards_destroy(halves);
         cohort_dataset_destroy(listed);

@@ -103,8 +103,24 @@ class CoordinatorTest(unittest.TestCase):
         lease = c.next_shard("train", "a")
         self.assertTrue(lease["granted"])
         self.assertEqual(lease["shard_id"], "s0")
-        self.assertTrue(c.shard_done("train", "a", lease["lease"]))
-        self.assertFalse(c.shard_done("train", "a", lease["lease"]))
+        # Given back, the shard goes to b now, on a lease of its own.
+        self.assertEqual(c.shard_release("train", "a", lease["lease"]), "released")
+        self.assertEqual(c.shard_release("train", "a", lease["lease"]), "requeued")
+        with self.assertRaises(cohort.NotFound) as caught:
+            c.shard_release("train", "a", 77)
+        self.assertIn("never granted lease 77", str(caught.exception))
+        with self.assertRaises(cohort.InvalidArgument):
+            c.shard_release("train", "a", -1)
+        self.assertEqual(c.job_state("train")["shards"]["released"], 1)
+        given = c.next_shard("train", "b")
+        self.assertEqual(given["shard_id"], "s0")
+        with self.assertRaises(cohort.InvalidArgument) as caught:
+            c.shard_release("train", "a", given["lease"])
+        self.assertIn("was granted to 'b', not 'a'", str(caught.exception))
+        self.assertTrue(c.shard_done("train", "b", given["lease"]))
+        self.assertEqual(c.shard_release("train", "b", given["lease"]), "reported")
+        self.assertFalse(c.shard_done("train", "a", lease["lease"]))  # b's report came first
+        self.assertFalse(c.shard_done("train", "b", given["lease"]))
         self.assertTrue(c.next_shard("train", "a")["finished"])
 
         c.leave("train", "b", failed="killed by signal 9")

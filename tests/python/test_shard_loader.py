@@ -169,8 +169,30 @@ class ShardLoaderTest(Fixture):
         with self.assertRaises(cohort.InvalidArgument):
             cohort.data.ShardLoader(m, shards, scheduler="no")
 
+    def test_close_gives_the_leases_back(self):
+        shards = cohort.split_shards(self.files([6000]), shard_count=6)
+        m = self.member("release", shards)
+        leased = lambda: self.client.job_state("release")["shards"]["epochs"][0]["leased"]
+        loader = cohort.data.ShardLoader(m, shards, root=self.dir, prefetch_depth=3)
+        shard = loader.next_shard()
+        deadline = time.monotonic() + 5
+        while loader.stats()["ahead"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertGreaterEqual(leased(), 3)
+        loader.close()  # the shard handed out and the ones ahead go back
+        self.assertEqual(leased(), 0)
+        self.assertGreaterEqual(self.client.job_state("release")["shards"]["released"], 3)
+        self.assertEqual(m.shard_release(shard.lease), "requeued")
+        # Kept leased without release_on_close.
+        with cohort.data.ShardLoader(m, shards, root=self.dir, prefetch_depth=2,
+                                     release_on_close=False) as kept:
+            kept.next_shard()
+        self.assertGreaterEqual(leased(), 1)
+
     def test_bad_arguments(self):
         shards = cohort.split_shards(self.files([100]), shard_count=1)
+        with self.assertRaises(cohort.InvalidArgument):
+            cohort.data.ShardLoader(self.client, shards, job="j", member="m", release_on_close=1)
         with self.assertRaises(cohort.InvalidArgument):
             cohort.data.ShardLoader(self.client, shards)  # no job= and member=
         with self.assertRaises(cohort.InvalidArgument):

@@ -257,6 +257,7 @@ TEST(CoordinatorReplay, EveryEventTypeRoundTrips) {
         event::LeaseGranted{"j", 11, Lease{3, "a", 0, 0, 11, 71}},
         event::LeaseCompleted{"j", 12, "a", 3},
         event::LeaseExpired{"j", 13, 3},
+        event::LeaseReleased{"j", 13.5, "a", 4},
         event::Resumed{14},
     };
     for (const Event& e : events) {

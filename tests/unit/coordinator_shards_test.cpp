@@ -170,6 +170,62 @@ TEST_F(CoordinatorShards, ReportsAreChecked) {
                  "node 'c' is waiting; shards go to members of the running world");
 }
 
+// A member gives a lease back unread: its shard is the next one out, to any
+// member, and only an outstanding lease of its own can be given back.
+TEST_F(CoordinatorShards, ReleasedLeaseGoesToTheNextMemberAtOnce) {
+    state.register_dataset("j", plan(3, 1), t);
+    const ShardLease first = next("a");   // s0
+    const ShardLease second = next("a");  // s1
+    const ShardRelease r = state.shard_release("j", "a", second.lease, t);
+    EXPECT_EQ(r.outcome, "released");
+    EXPECT_TRUE(r.released);
+    EXPECT_EQ(progress(0).leased, 1u);
+    EXPECT_EQ(progress(0).todo, 2u);
+    EXPECT_EQ(next("b").shard_id, "s1");  // returned shards first, no expiry waited for
+    EXPECT_EQ(next("b").shard_id, "s2");
+    const ShardCounters& c = state.job("j").shards()->counters();
+    EXPECT_EQ(c.released, 1u);
+    EXPECT_EQ(c.requeued, 1u);
+    // Given back again, or after it was reported: nothing changes.
+    EXPECT_EQ(state.shard_release("j", "a", second.lease, t).outcome, "requeued");
+    EXPECT_FALSE(state.shard_release("j", "a", second.lease, t).released);
+    EXPECT_EQ(state.shard_done("j", "a", first.lease, t).outcome, "counted");
+    EXPECT_EQ(state.shard_release("j", "a", first.lease, t).outcome, "reported");
+    EXPECT_EQ(state.job("j").shards()->counters().released, 1u);
+    // The holder's late report of a lease it gave back still counts once.
+    EXPECT_EQ(state.shard_done("j", "a", second.lease, t).outcome, "counted_late");
+    EXPECT_EQ(progress(0).done, 2u);
+}
+
+TEST_F(CoordinatorShards, ReleaseIsChecked) {
+    state.register_dataset("j", plan(3, 1, 10), t);
+    const ShardLease g = next("a");
+    expect_error([&] { state.shard_release("j", "b", g.lease, t); }, Errc::invalid_argument,
+                 "job 'j': lease 1 (shard 's0', epoch 0) was granted to 'a', not 'b'");
+    expect_error([&] { state.shard_release("j", "a", 0, t); }, Errc::not_found, "job 'j' never granted lease 0");
+    expect_error([&] { state.shard_release("j", "a", 7, t); }, Errc::not_found, "job 'j' never granted lease 7");
+    expect_error([&] { state.shard_release("j", "zed", g.lease, t); }, Errc::not_found,
+                 "job 'j' has no member 'zed'");
+    expect_error([&] { state.shard_release("nope", "a", g.lease, t); }, Errc::not_found, "nope");
+    EXPECT_EQ(state.job("j").shards()->leases().size(), 1u);  // nothing changed
+    // An expired lease was requeued by the coordinator already.
+    t = 61;
+    state.tick(t);
+    EXPECT_EQ(state.shard_release("j", "a", g.lease, t).outcome, "requeued");
+    EXPECT_EQ(state.job("j").shards()->counters().released, 0u);
+}
+
+// The counter survives a snapshot; a snapshot from before release has none.
+TEST_F(CoordinatorShards, ReleasedCounterInTheSnapshot) {
+    state.register_dataset("j", plan(3, 1), t);
+    state.shard_release("j", "a", next("a").lease, t);
+    boost::json::object q = state.job("j").shards()->to_json();
+    EXPECT_EQ(q.at("counters").at("released").as_uint64(), 1u);
+    EXPECT_EQ(ShardQueue::from_json(q, "queue").counters().released, 1u);
+    q["counters"].as_object().erase("released");
+    EXPECT_EQ(ShardQueue::from_json(q, "queue").counters().released, 0u);
+}
+
 TEST_F(CoordinatorShards, EpochsAreShuffledReproducibly) {
     DatasetPlan p = plan(8, 2);
     p.shuffle = true;

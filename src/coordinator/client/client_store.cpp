@@ -147,6 +147,12 @@ ShardDone CoordinatorClient::shard_done(std::string_view job, std::string_view m
                                             "coordinator reply to shards/done", coord::protocol::kReply);
 }
 
+ShardRelease CoordinatorClient::shard_release(std::string_view job, std::string_view member, uint64_t lease) {
+    const json::value b = coord::protocol::write(coord::protocol::DoneRequest{std::string(member), lease});
+    return coord::protocol::read<ShardRelease>(impl_->call_json("POST", job_path(job) + "/shards/release", &b),
+                                               "coordinator reply to shards/release", coord::protocol::kReply);
+}
+
 namespace {
 
 // The Store interface over one generation of one job's store on the

@@ -51,6 +51,13 @@ struct Schema<WorldPeer> {
                                               field("address", &WorldPeer::address, Presence::defaulted)};
 };
 
+// {"outcome": "released" | "requeued" | "reported", "released"}.
+template <>
+struct Schema<ShardRelease> {
+    static constexpr auto fields =
+        std::tuple{field("outcome", &ShardRelease::outcome), field("released", &ShardRelease::released)};
+};
+
 // {"outcome": "counted" | "counted_late" | "already_done", "counted"}.
 template <>
 struct Schema<ShardDone> {

@@ -59,6 +59,7 @@ struct Schema<ReportRequest> {
 };
 
 // POST .../shards/done: {"member", "lease"}.
+// POST .../shards/done and .../shards/release: {"member", "lease"}.
 struct DoneRequest {
     std::string member;
     uint64_t lease = 0;

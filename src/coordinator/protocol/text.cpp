@@ -31,6 +31,10 @@ std::string to_json_text(const ShardDone& done) {
     return json::serialize(coord::protocol::write(done));
 }
 
+std::string to_json_text(const ShardRelease& release) {
+    return json::serialize(coord::protocol::write(release));
+}
+
 std::string to_json_text(const HeartbeatMetrics& metrics) {
     return json::serialize(coord::protocol::write(metrics));
 }

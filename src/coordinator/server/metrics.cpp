@@ -146,14 +146,17 @@ std::string Coordinator::Impl::prometheus() const {
     }
     job_families(out, jobs);
     family(out, "cohort_coordinator_shard_leases_total", "counter",
-           "Shard leases of each job: granted, requeued (expired or member gone), late and duplicate reports.");
+           "Shard leases of each job: granted, requeued (expired, member gone or released), released by their "
+           "member, late and duplicate reports.");
     for (const auto& m : jobs) {
         out += fmt::format(
             "cohort_coordinator_shard_leases_total{{job={0},event=\"granted\"}} {1}\n"
             "cohort_coordinator_shard_leases_total{{job={0},event=\"requeued\"}} {2}\n"
             "cohort_coordinator_shard_leases_total{{job={0},event=\"late\"}} {3}\n"
-            "cohort_coordinator_shard_leases_total{{job={0},event=\"duplicate\"}} {4}\n",
-            label_text(m.job), m.leases.granted, m.leases.requeued, m.leases.late, m.leases.duplicate);
+            "cohort_coordinator_shard_leases_total{{job={0},event=\"duplicate\"}} {4}\n"
+            "cohort_coordinator_shard_leases_total{{job={0},event=\"released\"}} {5}\n",
+            label_text(m.job), m.leases.granted, m.leases.requeued, m.leases.late, m.leases.duplicate,
+            m.leases.released);
     }
     family(out, "cohort_coordinator_heartbeat_seconds", "histogram",
            "Time the coordinator took to handle a heartbeat request.");

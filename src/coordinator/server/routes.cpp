@@ -153,7 +153,7 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
 
     const std::string& action = p[3];
     if (action == "store" && p.size() >= 5) return store_route(session, request, target);
-    if (p.size() == 5 && action == "shards" && (p[4] == "next" || p[4] == "done")) {
+    if (p.size() == 5 && action == "shards" && (p[4] == "next" || p[4] == "done" || p[4] == "release")) {
         if (!post) return method_not_allowed(request, "POST");
         const std::string where = fmt::format("shards/{} of job '{}'", p[4], job);
         const json::value body = body_json(request, where);
@@ -165,6 +165,11 @@ std::optional<coord::server::Response> Coordinator::Impl::route(const std::share
             return json_response(coord::protocol::write(next));
         }
         const auto sent = coord::protocol::read<coord::protocol::DoneRequest>(body, where, coord::protocol::kRequest);
+        if (p[4] == "release") {
+            const auto released = state.shard_release(job, sent.member, sent.lease, now());
+            changed(job);
+            return json_response(coord::protocol::write(released));
+        }
         const auto outcome = state.shard_done(job, sent.member, sent.lease, now());
         changed(job);
         return json_response(coord::protocol::write(outcome));

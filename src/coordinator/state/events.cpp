@@ -59,6 +59,9 @@ std::string_view type_of(const LeaseCompleted&) {
 std::string_view type_of(const LeaseExpired&) {
     return "lease_expired";
 }
+std::string_view type_of(const LeaseReleased&) {
+    return "lease_released";
+}
 std::string_view type_of(const AnswerKept&) {
     return "answer_kept";
 }
@@ -111,6 +114,10 @@ void write(json::object& o, const LeaseGranted& e) {
     o["expiry"] = e.lease.expiry;
 }
 void write(json::object& o, const LeaseCompleted& e) {
+    o["member"] = e.member;
+    o["lease"] = e.lease;
+}
+void write(json::object& o, const LeaseReleased& e) {
     o["member"] = e.member;
     o["lease"] = e.lease;
 }
@@ -169,6 +176,7 @@ Event read(std::string_view type, const detail::FieldReader& r, const std::strin
     }
     if (type == "lease_completed") return LeaseCompleted{job, time, r.string("member"), r.uint("lease")};
     if (type == "lease_expired") return LeaseExpired{job, time, r.uint("lease")};
+    if (type == "lease_released") return LeaseReleased{job, time, r.string("member"), r.uint("lease")};
     r.fail("type", fmt::format("unknown event type '{}'", type));
 }
 
@@ -186,6 +194,7 @@ std::vector<std::string_view> fields_of(std::string_view type) {
     if (type == "lease_granted") return {"type", "time", "job", "lease", "member", "epoch", "shard", "expiry"};
     if (type == "lease_completed") return {"type", "time", "job", "member", "lease"};
     if (type == "lease_expired") return {"type", "time", "job", "lease"};
+    if (type == "lease_released") return {"type", "time", "job", "member", "lease"};
     if (type == "resumed") return {"type", "time"};
     if (type == "answer_kept") return {"type", "time", "key", "fingerprint", "status", "body", "content_type", "allow"};
     if (type == "job_deleted") return {"type", "time", "job"};

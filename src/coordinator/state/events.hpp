@@ -117,6 +117,15 @@ struct LeaseExpired {
     uint64_t lease = 0;
 };
 
+// The member gave an outstanding lease back unread (a loader that stops
+// with shards read ahead): its shard is handed out again at once.
+struct LeaseReleased {
+    std::string job;
+    double time = 0;
+    std::string member;
+    uint64_t lease = 0;
+};
+
 // The coordinator started again on saved state: members and leases get a
 // fresh start from `time`, so the outage does not count as their silence.
 struct Resumed {
@@ -140,8 +149,8 @@ namespace cohort::coord {
 using Event =
     std::variant<event::JobCreated, event::JobDeleted, event::MemberJoined, event::MemberRemoved, event::RoundOpened,
                  event::RoundClosed, event::Heartbeat, event::StoreSet, event::StoreRemoved, event::DatasetRegistered,
-                 event::LeaseGranted, event::LeaseCompleted, event::LeaseExpired, event::Resumed,
-                 event::AnswerKept>;
+                 event::LeaseGranted, event::LeaseCompleted, event::LeaseExpired, event::LeaseReleased,
+                 event::Resumed, event::AnswerKept>;
 
 // "member_joined", "round_closed", ...: the "type" field of its JSON.
 std::string_view event_type(const Event& event);

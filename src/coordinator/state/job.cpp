@@ -304,6 +304,12 @@ void Job::apply(const event::LeaseExpired& e) {
     shards_->requeue(e.lease);
 }
 
+void Job::apply(const event::LeaseReleased& e) {
+    if (!shards_)
+        throw Error(Errc::invalid_argument, fmt::format("job '{}': event lease_released: no dataset plan", name_));
+    shards_->release(e.lease, e.member);
+}
+
 void Job::apply(const event::Resumed& e) {
     for (auto& [id, m] : members_) {
         if (is_live(m.state)) m.last_heartbeat = std::max(m.last_heartbeat, e.time);

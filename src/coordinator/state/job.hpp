@@ -105,6 +105,7 @@ public:
     void apply(const event::LeaseGranted& e);
     void apply(const event::LeaseCompleted& e);
     void apply(const event::LeaseExpired& e);
+    void apply(const event::LeaseReleased& e);
     void apply(const event::Resumed& e);
 
     // Everything, exactly (the store-op counters aside).

@@ -203,6 +203,7 @@ json::object Job::view(double now) const {
         shards["leases"] = shards_->leases().size();
         shards["granted"] = c.granted;
         shards["requeued"] = c.requeued;
+        shards["released"] = c.released;
         shards["late_reports"] = c.late;
         shards["duplicate_reports"] = c.duplicate;
         out["shards"] = std::move(shards);

@@ -1,5 +1,5 @@
 // CoordinatorState's dataset commands: register a plan, lease the next
-// shard, report one done.
+// shard, report one done, give one back.
 #include "coordinator/state/state.hpp"
 #include "core/text.hpp"
 
@@ -57,10 +57,13 @@ ShardLease CoordinatorState::next_shard(std::string_view job_name, std::string_v
     return grant;
 }
 
-ShardDone CoordinatorState::shard_done(std::string_view job_name, std::string_view member, uint64_t lease, double now) {
-    const double t = time_of(now);
-    Job& j = job_for(job_name);
-    const ShardQueue& queue = queue_of(j);
+namespace {
+
+// The checks shards/done and shards/release share: the member is one of the
+// job's, the lease was granted, and to this member. The lease when it is
+// outstanding or revoked, else nullptr (reported done).
+const Lease* member_lease(const Job& j, const ShardQueue& queue, std::string_view job_name, std::string_view member,
+                          uint64_t lease) {
     if (j.find_member(member) == nullptr) {
         throw Error(Errc::not_found,
                     fmt::format("job '{}' has no member {} (join first)", job_name, detail::quote(member)));
@@ -78,6 +81,28 @@ ShardDone CoordinatorState::shard_done(std::string_view job_name, std::string_vi
                         "not '{}'",
                         job_name, lease, queue.plan().shards[held->shard].id, held->epoch, held->member, member));
     }
+    return held;
+}
+
+}  // namespace
+
+ShardRelease CoordinatorState::shard_release(std::string_view job_name, std::string_view member, uint64_t lease,
+                                             double now) {
+    const double t = time_of(now);
+    Job& j = job_for(job_name);
+    const ShardQueue& queue = queue_of(j);
+    member_lease(j, queue, job_name, member, lease);
+    if (!queue.leases().contains(lease))
+        return ShardRelease{queue.find_revoked(lease) != nullptr ? "requeued" : "reported", false};
+    emit(event::LeaseReleased{j.name(), t, std::string(member), lease});
+    return ShardRelease{"released", true};
+}
+
+ShardDone CoordinatorState::shard_done(std::string_view job_name, std::string_view member, uint64_t lease, double now) {
+    const double t = time_of(now);
+    Job& j = job_for(job_name);
+    const ShardQueue& queue = queue_of(j);
+    member_lease(j, queue, job_name, member, lease);
     const DoneOutcome outcome = queue.outcome_of(lease);
     emit(event::LeaseCompleted{j.name(), t, std::string(member), lease});
     return ShardDone{std::string(to_string(outcome)), outcome != DoneOutcome::already_done};

@@ -220,6 +220,15 @@ void ShardQueue::requeue(uint64_t id) {
     revoked_.emplace(id, std::move(lease));
 }
 
+void ShardQueue::release(uint64_t id, std::string_view member) {
+    const auto it = leases_.find(id);
+    if (it == leases_.end()) bad_event(fmt::format("lease {} is not outstanding", id));
+    if (it->second.member != member)
+        bad_event(fmt::format("lease {} is held by '{}', not '{}'", id, it->second.member, member));
+    requeue(id);
+    ++counters_.released;
+}
+
 void ShardQueue::extend_leases(double time) {
     for (auto& [id, lease] : leases_) lease.expiry = std::max(lease.expiry, time + plan_.lease_duration);
 }

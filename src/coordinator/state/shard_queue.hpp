@@ -1,6 +1,6 @@
 // Dynamic data shards: members lease the shards of a dataset plan one at a
-// time, epoch after epoch. A lease that expires or whose member is gone goes
-// back to the queue; a shard is counted done exactly once, whoever reports
+// time, epoch after epoch. A lease that expires, whose member is gone or
+// that its member gives back goes back to the queue; a shard is counted done exactly once, whoever reports
 // first, so a slow worker reporting after its lease was handed on is never a
 // double count.
 #pragma once
@@ -55,6 +55,7 @@ struct ShardCounters {
     uint64_t requeued = 0;   // leases that expired or whose member went away
     uint64_t late = 0;       // reports counted after their lease was taken back
     uint64_t duplicate = 0;  // reports of a shard already done
+    uint64_t released = 0;   // leases their member gave back unread (also counted in requeued)
 };
 
 class ShardQueue {
@@ -89,6 +90,9 @@ public:
     void grant(const Lease& lease);
     DoneOutcome complete(uint64_t id);
     void requeue(uint64_t id);
+    // requeue() of a lease its member gave back; Error(invalid_argument)
+    // when `member` does not hold it.
+    void release(uint64_t id, std::string_view member);
     // Every outstanding lease runs at least lease_duration from `time`.
     void extend_leases(double time);
 

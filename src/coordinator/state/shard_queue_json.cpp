@@ -69,6 +69,7 @@ json::object ShardQueue::to_json() const {
     counters["requeued"] = counters_.requeued;
     counters["late"] = counters_.late;
     counters["duplicate"] = counters_.duplicate;
+    counters["released"] = counters_.released;
 
     json::object out;
     out["plan"] = coord::to_json(plan_);
@@ -146,11 +147,13 @@ ShardQueue ShardQueue::from_json(const json::value& value, std::string_view wher
     read_leases("revoked", queue.revoked_);
 
     detail::FieldReader counters(reader.value("counters"), fmt::format("{}: counters", where), code);
-    counters.allow({"granted", "requeued", "late", "duplicate"});
+    counters.allow({"granted", "requeued", "late", "duplicate", "released"});
     queue.counters_.granted = counters.uint("granted");
     queue.counters_.requeued = counters.uint("requeued");
     queue.counters_.late = counters.uint("late");
     queue.counters_.duplicate = counters.uint("duplicate");
+    // Absent in the snapshots of a coordinator before lease release.
+    queue.counters_.released = counters.uint_or("released", 0);
     return queue;
 }
 

@@ -161,6 +161,8 @@ public:
     // For a member of the running world; shards on its host first.
     ShardLease next_shard(std::string_view job, std::string_view member, double now);
     ShardDone shard_done(std::string_view job, std::string_view member, uint64_t lease, double now);
+    // Gives an outstanding lease of `member` back; its shard is next out.
+    ShardRelease shard_release(std::string_view job, std::string_view member, uint64_t lease, double now);
 
     // ---- first answers to Idempotency-Keys (answers.hpp)
     // What `key` answered, if it is still kept. Changes nothing.
