@@ -715,9 +715,18 @@ COHORT_API int cohort_gpu_monitor_publish(const cohort_gpu_monitor* monitor,
  * smallest reduce_prefetch factor firing now; 1.0 = normal). */
 COHORT_API int cohort_gpu_monitor_prefetch_factor(cohort_gpu_monitor* monitor, double* factor);
 /* Seconds to hold a transfer of `bytes` of `kind` ("model", "dataset",
- * ...): the largest delay_transfer delay firing now, else 0. */
+ * ...): the largest delay_transfer delay firing now, else 0. Asks for a
+ * transfer of priority 0 that is not a prefetch (the shipped pack holds
+ * those while a GPU is hot); _transfer_delay_for says which. */
 COHORT_API int cohort_gpu_monitor_transfer_delay(cohort_gpu_monitor* monitor, uint64_t bytes,
                                                  const char* kind, double* seconds);
+/* As cohort_gpu_monitor_transfer_delay, for a transfer of `priority` (the
+ * rule variable transfer_priority: the transfer's plus its workload's) that
+ * is a read-ahead when `prefetch` is 1 (the variable prefetch), not when 0;
+ * another prefetch is INVALID_ARGUMENT. */
+COHORT_API int cohort_gpu_monitor_transfer_delay_for(cohort_gpu_monitor* monitor, uint64_t bytes,
+                                                     const char* kind, int32_t priority, int32_t prefetch,
+                                                     double* seconds);
 
 /* ------------------------------------------------------------ collectives */
 

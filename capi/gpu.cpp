@@ -322,4 +322,18 @@ int cohort_gpu_monitor_transfer_delay(cohort_gpu_monitor* monitor, uint64_t byte
     });
 }
 
+int cohort_gpu_monitor_transfer_delay_for(cohort_gpu_monitor* monitor, uint64_t bytes, const char* kind,
+                                          int32_t priority, int32_t prefetch, double* seconds) {
+    return guard(__func__, [&](const char* fn) {
+        require(monitor, fn, "monitor");
+        require(kind, fn, "kind");
+        require(seconds, fn, "seconds");
+        if (prefetch != 0 && prefetch != 1) {
+            throw Error(Errc::invalid_argument, fmt::format("{}: prefetch must be 0 or 1, not {}", fn, prefetch));
+        }
+        *seconds = monitor->impl.transfer_delay(
+            cohort::IoTransfer{.bytes = bytes, .kind = kind, .priority = priority, .prefetch = prefetch == 1});
+    });
+}
+
 }  // extern "C"

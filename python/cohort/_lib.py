@@ -273,6 +273,8 @@ PROTOTYPES = {
                                            _P(c_double)]),
     "cohort_gpu_monitor_publish": (_STATUS, [gpu_monitor_p, context_p]),
     "cohort_gpu_monitor_prefetch_factor": (_STATUS, [gpu_monitor_p, _P(c_double)]),
+    "cohort_gpu_monitor_transfer_delay_for": (_STATUS, [gpu_monitor_p, c_uint64, c_char_p, c_int32,
+                                                        c_int32, _P(c_double)]),
     "cohort_gpu_monitor_transfer_delay": (_STATUS, [gpu_monitor_p, c_uint64, c_char_p,
                                                     _P(c_double)]),
     # collectives: names

@@ -47,6 +47,14 @@ def u32(name, value):
     return uint(name, value, 32)
 
 
+def i32(name, value):
+    """An int32_t of the C ABI: ctypes would wrap a larger one silently."""
+    value = index(name, value)
+    if not -2**31 <= value < 2**31:
+        raise InvalidArgument(f"{name} must be in [-2^31, 2^31), got {value}")
+    return value
+
+
 def u64(name, value):
     return uint(name, value, 64)
 

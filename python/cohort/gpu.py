@@ -260,10 +260,17 @@ class GpuMonitor(_util.Handle):
         _lib.load().cohort_gpu_monitor_prefetch_factor(self._h(), byref(out))
         return out.value
 
-    def transfer_delay(self, size, kind):
+    def transfer_delay(self, size, kind, priority=0, prefetch=False):
         """Seconds to hold a transfer of `size` bytes of `kind` ("model",
-        "dataset", ...); 0.0 to go ahead now."""
+        "dataset", ...); 0.0 to go ahead now. priority is the rules'
+        transfer_priority (the transfer's plus its workload's) and prefetch
+        whether it is a read-ahead: the shipped pack holds only transfers of
+        priority below 10 while a GPU is hot."""
+        if not isinstance(prefetch, bool):
+            raise InvalidArgument(f"prefetch must be True or False, not {prefetch!r}")
         out = c_double()
-        _lib.load().cohort_gpu_monitor_transfer_delay(self._h(), _util.u64("size", size),
-                                                      _util.text("kind", kind), byref(out))
+        _lib.load().cohort_gpu_monitor_transfer_delay_for(self._h(), _util.u64("size", size),
+                                                          _util.text("kind", kind),
+                                                          _util.i32("priority", priority),
+                                                          1 if prefetch else 0, byref(out))
         return out.value

@@ -429,6 +429,21 @@ static void test_monitor_rules(void) {
     CHECK(factor == 0.5);
     CHECK_OK(cohort_gpu_monitor_transfer_delay(monitor, GIB, "model", &delay));
     CHECK(delay == 30.0); /* GPU 1 is above 87 °C */
+    /* The shipped hold is for transfers of priority below 10 only. */
+    CHECK_OK(cohort_gpu_monitor_transfer_delay_for(monitor, GIB, "model", 9, 0, &delay));
+    CHECK(delay == 30.0);
+    CHECK_OK(cohort_gpu_monitor_transfer_delay_for(monitor, GIB, "model", 10, 1, &delay));
+    CHECK(delay == 0.0);
+    CHECK_OK(cohort_gpu_monitor_transfer_delay_for(monitor, GIB, "dataset", -5, 1, &delay));
+    CHECK(delay == 30.0);
+    CHECK_ERR(cohort_gpu_monitor_transfer_delay_for(monitor, GIB, "model", 0, 2, &delay), BAD_ARGUMENT,
+              "cohort_gpu_monitor_transfer_delay_for: prefetch must be 0 or 1, not 2");
+    CHECK_ERR(cohort_gpu_monitor_transfer_delay_for(monitor, GIB, NULL, 0, 0, &delay), BAD_ARGUMENT,
+              "kind must not be NULL");
+    CHECK_ERR(cohort_gpu_monitor_transfer_delay_for(monitor, GIB, "model", 0, 0, NULL), BAD_ARGUMENT,
+              "seconds must not be NULL");
+    CHECK_ERR(cohort_gpu_monitor_transfer_delay_for(NULL, GIB, "model", 0, 0, &delay), BAD_ARGUMENT,
+              "monitor must not be NULL");
     cohort_gpu_monitor_destroy(monitor);
 }
 

@@ -169,6 +169,13 @@ class Monitor(unittest.TestCase):
         with cohort.GpuMonitor(GPUS) as shipped:  # rules/gpu_io.yaml
             self.assertEqual(shipped.prefetch_factor(), 0.5)
             self.assertEqual(shipped.transfer_delay(GIB, "model"), 30.0)
+            # The shipped hold is for transfers of priority below 10 only.
+            self.assertEqual(shipped.transfer_delay(GIB, "model", priority=9), 30.0)
+            self.assertEqual(shipped.transfer_delay(GIB, "model", priority=10, prefetch=True), 0.0)
+            with self.assertRaisesRegex(cohort.InvalidArgument, "priority must be in"):
+                shipped.transfer_delay(GIB, "model", priority=2**31)
+            with self.assertRaisesRegex(cohort.InvalidArgument, "prefetch must be True or False"):
+                shipped.transfer_delay(GIB, "model", prefetch=1)
 
     def test_publish_into_a_context(self):
         expr = cohort.Expression("gpu_memory > 85 AND gpu1.temperature > 90")
