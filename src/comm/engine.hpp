@@ -34,9 +34,16 @@ struct Transfer {
     std::byte* data = nullptr;  // read for sends, written for receives
     std::size_t bytes = 0;
     uint32_t tag = 0;  // the algorithm's step: sender and receiver must agree
-    // Receives only: called as each frame lands, so reduction overlaps the
-    // next frame's arrival.
+    // Receives only: called as each piece lands, so reduction overlaps the
+    // next piece's arrival.
     std::function<void(std::size_t offset, std::size_t length)> on_chunk;
+    // Receives with on_chunk only: `data` is a staging buffer of at least
+    // Engine::stage_bytes() and every piece lands at its start, to be
+    // consumed by on_chunk before the next is read. The piece then stays in
+    // cache between the copy out of the socket and the reduction, where
+    // a buffer the size of the message would be written to memory and read
+    // back.
+    bool staged = false;
 
     static Transfer send_to(int peer, const void* data, std::size_t bytes, uint32_t tag = 0) {
         return {Direction::send, peer, static_cast<std::byte*>(const_cast<void*>(data)), bytes, tag, {}};
@@ -44,6 +51,14 @@ struct Transfer {
     static Transfer recv_from(int peer, void* data, std::size_t bytes, uint32_t tag = 0,
                               std::function<void(std::size_t, std::size_t)> on_chunk = {}) {
         return {Direction::recv, peer, static_cast<std::byte*>(data), bytes, tag, std::move(on_chunk)};
+    }
+    // `stage` holds Engine::stage_bytes(); on_chunk(offset, length) finds
+    // the piece at stage[0, length).
+    static Transfer recv_staged(int peer, void* stage, std::size_t bytes, uint32_t tag,
+                                std::function<void(std::size_t, std::size_t)> on_chunk) {
+        Transfer t{Direction::recv, peer, static_cast<std::byte*>(stage), bytes, tag, std::move(on_chunk)};
+        t.staged = true;
+        return t;
     }
 };
 
@@ -92,8 +107,10 @@ public:
     // The piece a TCP receive that reduces is read and reduced in
     // (CommTuning::pipeline_chunk): a multiple of every element size.
     void set_reduce_piece(std::size_t bytes) { reduce_piece_ = bytes; }
+    // The largest piece a staged receive hands its on_chunk.
+    std::size_t stage_bytes() const { return reduce_piece_; }
 
-    // A scratch buffer of at least `bytes`; `slot` 0 or 1.
+    // A scratch buffer of at least `bytes`; `slot` 0 to 2.
     std::byte* scratch(std::size_t bytes, int slot = 0);
 
     // These three may be called from any thread, even during an operation.
@@ -162,7 +179,7 @@ private:
     std::string broken_reason_;
     std::vector<int> dead_ranks_;  // guarded by reason_mutex_, ascending
 
-    std::vector<std::byte> scratch_[2];
+    std::vector<std::byte> scratch_[3];
 };
 
 }  // namespace cohort::comm

@@ -145,6 +145,44 @@ INSTANTIATE_TEST_SUITE_P(Worlds, AllreduceInPieces,
                                                               Algorithm::hierarchical)),
                          matrix_name);
 
+// A receive that reduces lands a piece at a time in a staging buffer of one
+// piece (Engine::stage_bytes), over TCP and through direct copies alike: a
+// piece (24 KiB + 8) that divides neither the frames nor the message must
+// still give each piece to the reduction whole and in order.
+std::string staged_name(const ::testing::TestParamInfo<std::tuple<int, Algorithm, bool>>& param) {
+    const auto [n, algorithm, direct] = param.param;
+    return matrix_name(::testing::TestParamInfo<std::tuple<int, Algorithm>>({n, algorithm}, param.index)) +
+           (direct ? "_direct" : "_tcp");
+}
+
+class AllreduceStaged : public ::testing::TestWithParam<std::tuple<int, Algorithm, bool>> {};
+
+TEST_P(AllreduceStaged, PiecesThroughTheStageMatchTheReference) {
+    const auto [n, algorithm, direct] = GetParam();
+    const uint64_t seed = test_seed();
+    std::mt19937_64 rng(seed);
+    std::vector<ReductionCase> cases;
+    cases.push_back(make_case(rng, DataType::float64, ReduceOp::sum, kLargeSize, n));
+    cases.push_back(make_case(rng, DataType::float16, ReduceOp::max, kLargeSize, n));
+    World world = paired_hosts();
+    world.direct_copy = direct;
+    const auto user = world.configure;
+    world.configure = [user](int rank, CommOptions& o) {
+        if (user) user(rank, o);
+        o.shm_size = 0;
+        o.tuning.pipeline_chunk = (std::size_t(24) << 10) + 8;
+        o.max_frame = (std::size_t(1) << 20) + 16;
+    };
+    run_cases(n, algorithm, cases, world, seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, AllreduceStaged,
+                         ::testing::Combine(::testing::Values(2, 3),
+                                            ::testing::Values(Algorithm::ring, Algorithm::star,
+                                                              Algorithm::hierarchical),
+                                            ::testing::Bool()),
+                         staged_name);
+
 // Every rank on one host, through the host's shared memory: explicitly and
 // as auto's pick, every dtype, op and small size, and large messages that go
 // through many chunks, with a segment small enough (2 MiB) that even 8 ranks

@@ -29,10 +29,10 @@ void allreduce_hierarchical(Engine& engine, const std::vector<std::string>& host
     }
     if (r.out != r.in && bytes > 0) std::memcpy(r.out, r.in, bytes);
     if (local.size() > 1) {
-        std::byte* tmp = engine.scratch(bytes, 1);  // the ring below uses slot 0
+        std::byte* stage = engine.scratch(engine.stage_bytes(), 1);  // the ring below uses slot 0
         for (std::size_t i = 1; i < local.size(); ++i)
-            engine.run({Transfer::recv_from(local[i], tmp, bytes, 0, [&](std::size_t off, std::size_t len) {
-                reduce_into(r.out + off, tmp + off, len / es, r.dtype, r.op);
+            engine.run({Transfer::recv_staged(local[i], stage, bytes, 0, [&](std::size_t off, std::size_t len) {
+                reduce_into(r.out + off, stage, len / es, r.dtype, r.op);
             })});
     }
     Reduction across = r;

@@ -18,7 +18,7 @@ void allreduce_ring(Engine& engine, std::span<const int> members, const Reductio
     if (m == 1) {
         if (r.out != r.in && r.count > 0) std::memcpy(r.out, r.in, r.count * es);
     } else {
-        std::byte* tmp = engine.scratch(part(r.count, m, 0).length * es);
+        std::byte* stage = engine.scratch(engine.stage_bytes());
         for (std::size_t s = 0; s + 1 < m; ++s) {
             const Part send = part(r.count, m, (p + m - s) % m);
             const Part recv = part(r.count, m, (p + 2 * m - s - 1) % m);
@@ -26,10 +26,10 @@ void allreduce_ring(Engine& engine, std::span<const int> members, const Reductio
             std::byte* acc = r.out + recv.begin * es;
             const std::byte* mine = r.in + recv.begin * es;
             engine.run({Transfer::send_to(right, source, send.length * es, tag_base + uint32_t(s)),
-                        Transfer::recv_from(left, tmp, recv.length * es, tag_base + uint32_t(s),
-                                            [&](std::size_t off, std::size_t len) {
-                                                reduce_to(acc + off, mine + off, tmp + off, len / es, r.dtype, r.op);
-                                            })});
+                        Transfer::recv_staged(left, stage, recv.length * es, tag_base + uint32_t(s),
+                                              [&](std::size_t off, std::size_t len) {
+                                                  reduce_to(acc + off, mine + off, stage, len / es, r.dtype, r.op);
+                                              })});
         }
     }
     const Part own = part(r.count, m, (p + 1) % m);
@@ -63,17 +63,20 @@ void reduce_scatter_ring(Engine& engine, const Reduction& r) {
     if (n == 1) {
         if (r.out != r.in && block > 0) std::memmove(r.out, r.in, block);
     } else {
+        // The partial sums alternate between two buffers: one is being sent
+        // while the other takes this step's sums. What arrives lands in the
+        // stage, a piece at a time.
         std::byte* buffers[2] = {engine.scratch(block, 0), engine.scratch(block, 1)};
+        std::byte* stage = engine.scratch(engine.stage_bytes(), 2);
         for (std::size_t s = 0; s + 1 < n; ++s) {
             const std::size_t send = (p + 2 * n - s - 1) % n, recv = (p + 2 * n - s - 2) % n;
             const std::byte* source = s == 0 ? r.in + send * block : buffers[(s + 1) % 2];
-            std::byte* tmp = buffers[s % 2];
             const std::byte* mine = r.in + recv * block;
             const bool last = s + 2 == n;
-            std::byte* acc = last ? r.out : tmp;
+            std::byte* acc = last ? r.out : buffers[s % 2];
             engine.run({Transfer::send_to(right, source, block, uint32_t(s)),
-                        Transfer::recv_from(left, tmp, block, uint32_t(s), [&](std::size_t off, std::size_t len) {
-                            reduce_to(acc + off, mine + off, tmp + off, len / es, r.dtype, r.op);
+                        Transfer::recv_staged(left, stage, block, uint32_t(s), [&](std::size_t off, std::size_t len) {
+                            reduce_to(acc + off, mine + off, stage, len / es, r.dtype, r.op);
                         })});
         }
     }

@@ -18,10 +18,10 @@ void allreduce_star(Engine& engine, const Reduction& r) {
         return;
     }
     if (r.out != r.in && bytes > 0) std::memcpy(r.out, r.in, bytes);
-    std::byte* tmp = engine.scratch(bytes);
+    std::byte* stage = engine.scratch(engine.stage_bytes());
     for (int peer = 1; peer < n; ++peer)
-        engine.run({Transfer::recv_from(peer, tmp, bytes, 0, [&](std::size_t off, std::size_t len) {
-            reduce_into(r.out + off, tmp + off, len / es, r.dtype, r.op);
+        engine.run({Transfer::recv_staged(peer, stage, bytes, 0, [&](std::size_t off, std::size_t len) {
+            reduce_into(r.out + off, stage, len / es, r.dtype, r.op);
         })});
     if (r.op == ReduceOp::avg) finish_avg(r.out, r.count, r.dtype, r.avg_ranks);
     std::vector<Transfer> sends;
