@@ -15,8 +15,8 @@ them. Cases:
                   host labels from each host's own hostname; shm or direct
                   copies between ranks of a host, TCP between hosts and
                   never anything else; the hierarchical all-reduce sends
-                  each host's share through its link and no more (its leader
-                  ring crosses hosts, its ranks of one host meet in shared
+                  each host's share through its link and no more (its rings
+                  cross hosts, its ranks of one host meet in shared
                   memory), where the flat ring sends more
   mtu             an all-reduce of 4 MiB between 2 hosts, one with MTU 1280
                   (works: TCP's MSS follows), then with only the switch port
@@ -280,7 +280,7 @@ def collectives(n_hosts, per_host):
             # Traffic: what each host sent on its link during one all-reduce,
             # from the first reading of its counter before to the last after.
             nbytes = job.results[0]["traffic_bytes"]
-            share = 2 * (n_hosts - 1) / n_hosts * nbytes  # a ring of the hosts' leaders
+            share = 2 * (n_hosts - 1) / n_hosts * nbytes  # what a ring of the hosts carries per host
 
             def sent(h, algorithm):
                 readings = [job.results[r]["traffic"][algorithm] for r in range(size) if host_of[r] == h]
@@ -292,7 +292,7 @@ def collectives(n_hosts, per_host):
                       % (h, hier / 2**20, nbytes / 2**20, ring / 2**20))
                 if not share <= hier <= 1.15 * share:
                     failures.append("host %d sent %d bytes in a hierarchical all-reduce of %d, expected %d "
-                                    "(its leader's ring share) to 1.15x that" % (h, hier, nbytes, share))
+                                    "(its share of the rings across hosts) to 1.15x that" % (h, hier, nbytes, share))
                 if per_host > 1 and not ring > 1.3 * hier:
                     failures.append("host %d: the flat ring sent %d bytes, not clearly more than the "
                                     "hierarchical %d: are a host's ranks meeting over the network?"
