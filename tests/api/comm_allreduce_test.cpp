@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <ostream>
 #include <string>
 #include <tuple>
@@ -71,6 +72,18 @@ World paired_hosts() {
     return world;
 }
 
+// paired_hosts() with direct copies on or off and `options` applied to every
+// rank's options after the host label.
+World paired_hosts_with(bool direct_copy, std::function<void(CommOptions&)> options) {
+    World world = paired_hosts();
+    world.direct_copy = direct_copy;
+    world.configure = [user = world.configure, options](int rank, CommOptions& o) {
+        user(rank, o);
+        options(o);
+    };
+    return world;
+}
+
 class AllreduceMatrix : public ::testing::TestWithParam<std::tuple<int, Algorithm>> {};
 
 TEST_P(AllreduceMatrix, EveryTypeOpAndSizeMatchesTheReferenceOnEveryRank) {
@@ -129,13 +142,8 @@ TEST_P(AllreduceInPieces, FramesThatAreNoMultipleOfAPieceMatchTheReference) {
     cases.push_back(make_case(rng, DataType::float64, ReduceOp::sum, kLargeSize, n));
     cases.push_back(make_case(rng, DataType::float32, ReduceOp::avg, kLargeSize, n));
     cases.push_back(make_case(rng, DataType::bfloat16, ReduceOp::sum, kLargeSize, n));
-    World world = paired_hosts();
-    world.direct_copy = false;
-    const auto user = world.configure;
-    world.configure = [user](int rank, CommOptions& o) {
-        if (user) user(rank, o);
-        o.max_frame = (std::size_t(200) << 10) + 8;
-    };
+    const World world =
+        paired_hosts_with(false, [](CommOptions& o) { o.max_frame = (std::size_t(200) << 10) + 8; });
     run_cases(n, algorithm, cases, world, seed);
 }
 
@@ -164,15 +172,11 @@ TEST_P(AllreduceStaged, PiecesThroughTheStageMatchTheReference) {
     std::vector<ReductionCase> cases;
     cases.push_back(make_case(rng, DataType::float64, ReduceOp::sum, kLargeSize, n));
     cases.push_back(make_case(rng, DataType::float16, ReduceOp::max, kLargeSize, n));
-    World world = paired_hosts();
-    world.direct_copy = direct;
-    const auto user = world.configure;
-    world.configure = [user](int rank, CommOptions& o) {
-        if (user) user(rank, o);
+    const World world = paired_hosts_with(direct, [](CommOptions& o) {
         o.shm_size = 0;
         o.tuning.pipeline_chunk = (std::size_t(24) << 10) + 8;
         o.max_frame = (std::size_t(1) << 20) + 16;
-    };
+    });
     run_cases(n, algorithm, cases, world, seed);
 }
 

@@ -146,9 +146,9 @@ void barrier(Group& g, Engine& engine) {
     g.sync(engine, true);
 }
 
-// After the host's own all-reduce every rank of the host holds the host's
-// sum. With the same number of ranks k on every host, local rank i then
-// takes part i of the message across hosts, in a ring with local rank i of
+// With the same number of ranks k on every host, the host's ranks first
+// reduce-scatter the message into k parts through the slots, and local
+// rank i then takes part i across hosts, in a ring with local rank i of
 // every other host: k rings at once, each carrying 1/k of what a leaders'
 // ring would, so every rank's core and connection work, where the leaders'
 // ring left the others idle (on 2 emulated hosts of 2 ranks it was 0.6x
@@ -185,6 +185,7 @@ void allreduce_hierarchical(Group& g, Engine& engine, const std::vector<std::str
     // every part in its slot, and sums the piece of its own part from
     // every slot, in rank order. avg stays a sum until the ring divides.
     const std::size_t piece = std::max<std::size_t>(1, g.slot_bytes() / k / es);
+    // The elements of part j within [at, at + length).
     auto clip_count = [&](std::size_t j, std::size_t at, std::size_t length) {
         const std::size_t count = part(r.count, k, j).length;
         return at < count ? std::min(length, count - at) : std::size_t(0);
@@ -206,19 +207,16 @@ void allreduce_hierarchical(Group& g, Engine& engine, const std::vector<std::str
     allreduce_ring(engine, peers, across, 100);
     // Every rank's part into its slot, a slot's worth per round, and the
     // others' parts out of theirs.
-    const std::size_t longest = part(r.count, k, 0).length * es;
-    auto clip = [&](std::size_t j, std::size_t at, std::size_t length) {
-        const std::size_t bytes = part(r.count, k, j).length * es;
-        return at < bytes ? std::min(length, bytes - at) : std::size_t(0);
-    };
     rounds(
-        g, engine, longest, g.slot_bytes(),
+        g, engine, part(r.count, k, 0).length, std::max<std::size_t>(1, g.slot_bytes() / es),
         [&](std::size_t at, std::size_t length) {
-            copy_bytes(g.mine(), r.out + mine.begin * es + at, clip(me, at, length));
+            copy_bytes(g.mine(), r.out + (mine.begin + at) * es, clip_count(me, at, length) * es);
         },
         [&](std::size_t at, std::size_t length) {
             for (std::size_t j = 0; j < k; ++j)
-                if (j != me) copy_bytes(r.out + part(r.count, k, j).begin * es + at, g.slot(int(j)), clip(j, at, length));
+                if (j != me)
+                    copy_bytes(r.out + (part(r.count, k, j).begin + at) * es, g.slot(int(j)),
+                               clip_count(j, at, length) * es);
         });
 }
 
