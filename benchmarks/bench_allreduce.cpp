@@ -7,7 +7,7 @@
 //       --mca mpi_yield_when_idle 1 build/benchmarks/bench_allreduce
 //       [--sizes 1K,4K,...,256M] [--iters auto|N] [--seconds 0.5]
 //       [--dtype float32|float64] [--mem-bytes 256M] [--label TEXT] [--json FILE]
-//       [--iface eth0] [--socket-buffer 4M] [--max-frame 4M]
+//       [--iface eth0] [--socket-buffer 4M] [--max-frame 4M] [--cohort-also doubling,star]
 //
 // benchmarks/run_allreduce.sh runs it at 2 and 4 ranks with those flags.
 // Every rank takes its rank and size from MPI. For each size and library:
@@ -81,6 +81,9 @@ struct Options {
     // unset: the library's defaults.
     std::optional<std::size_t> socket_buffer;
     std::optional<std::size_t> max_frame;
+    // cohort algorithms measured after auto (and ring, when auto is not
+    // ring), to compare them at the same sizes in the same run.
+    std::vector<std::string> cohort_also;
 };
 
 // "1K" = 1024, "4M", "1G", or bytes.
@@ -153,6 +156,22 @@ Options parse_options(int argc, char** argv) {
                 throw std::invalid_argument("--dtype takes float32 or float64, not '" + options.dtype + "'");
         } else if (arg == "--mem-bytes") {
             options.mem_bytes = parse_size(value());
+        } else if (arg == "--cohort-also") {
+            const std::string_view list = value();
+            for (std::size_t start = 0; start <= list.size();) {
+                const std::size_t comma = std::min(list.find(',', start), list.size());
+                if (comma > start) options.cohort_also.emplace_back(list.substr(start, comma - start));
+#ifndef BENCH_NO_COHORT
+                if (comma > start) {
+                    try {
+                        (void)cohort::parse_algorithm(options.cohort_also.back());
+                    } catch (const std::exception& e) {
+                        throw std::invalid_argument(std::string("--cohort-also: ") + e.what());
+                    }
+                }
+#endif
+                start = comma + 1;
+            }
         } else if (arg == "--label") {
             options.label = value();
         } else if (arg == "--json") {
@@ -401,6 +420,11 @@ bool run_sizes(Bench& bench, const Options& options, const std::shared_ptr<gloo:
         if (chosen != cohort::Algorithm::ring &&
             !bench.measure(buf, "cohort", "ring", cohort_run(cohort::Algorithm::ring)))
             return false;
+        for (const std::string& name : options.cohort_also) {
+            const cohort::Algorithm also = cohort::parse_algorithm(name);
+            if (also == chosen || also == cohort::Algorithm::ring) continue;
+            if (!bench.measure(buf, "cohort", name, cohort_run(also))) return false;
+        }
 #endif
     }
     return true;
@@ -416,7 +440,8 @@ int run(int argc, char** argv, int rank, int size) {
             std::fprintf(stderr,
                          "usage: mpirun -np N ... bench_allreduce [--sizes 1K,4K,...,256M] [--iters auto|N] "
                          "[--seconds 0.5] [--dtype float32|float64] [--mem-bytes 256M|0] [--label TEXT] "
-                         "[--json FILE] [--iface NAME] [--socket-buffer BYTES] [--max-frame BYTES]\n");
+                         "[--json FILE] [--iface NAME] [--socket-buffer BYTES] [--max-frame BYTES] "
+                         "[--cohort-also ALGORITHM,...]\n");
         }
         return 2;
     }

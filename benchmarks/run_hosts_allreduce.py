@@ -49,6 +49,8 @@ def parse_args():
     p.add_argument("--seconds", default="0.3")
     p.add_argument("--ceiling-bytes", default="64M")
     p.add_argument("--no-torch", action="store_true", help="leave torch.distributed's gloo out")
+    p.add_argument("--cohort-also", default="",
+                   help="more cohort algorithms for bench_allreduce to measure, as in ring,doubling (not summarised)")
     p.add_argument("--timeout", type=float, default=1200, help="seconds for each program")
     return p.parse_args()
 
@@ -107,6 +109,8 @@ def mpi_bench(args, cluster, h, k, loopback, json_path):
     n = h * k
     bench = [os.path.join(args.build, "benchmarks", "bench_allreduce"), "--sizes", args.sizes,
              "--seconds", args.seconds, "--mem-bytes", "0", "--json", json_path]
+    if args.cohort_also:
+        bench += ["--cohort-also", args.cohort_also]
     env = dict(os.environ)
     if loopback:
         env.update(COHORT_SHM_SIZE="0", COHORT_DIRECT_COPY="0")

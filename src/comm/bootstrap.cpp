@@ -157,9 +157,13 @@ Communicator::Impl::Impl(const CommOptions& given) : options(with_env_defaults(g
     }
     // After the mesh: a host's ranks that share memory still need their
     // sockets, which carry aborts and show a dead peer by closing.
-    auto joined = comm::shm::join(*scoped, hosts, rank, *options.shm_size, *options.spin, deadline);
+    bool direct_locally = true;  // to every other rank of this host
+    for (int r = 0; r < size; ++r)
+        if (r != rank && hosts[r] == hosts[rank]) direct_locally = direct_locally && peers[r]->direct;
+    auto joined = comm::shm::join(*scoped, hosts, rank, *options.shm_size, direct_locally, *options.spin, deadline);
     shm = std::move(joined.group);
     shm_unavailable = std::move(joined.unavailable);
+    shm_direct_everywhere = shm && joined.direct_everywhere;
     if (shm) {
         for (int r : shm->ranks())
             if (r != rank) transports[r] = Transport::shared_memory;

@@ -56,6 +56,16 @@ uint64_t fnv1a(uint64_t h, const void* data, std::size_t n) {
     return h;
 }
 
+// From this size a hierarchical all-reduce takes its host's steps through
+// direct copies where every rank of the host has them, and through the
+// shared-memory slots below it. The slots cost a rank a copy of its whole
+// message in and of the others' parts out; a direct copy reads a peer's part
+// once, straight from its buffer, but each one is a request and an answer
+// over the socket. On 2 emulated hosts of 2 ranks (docs/benchmarks.md) the
+// slots were 1.2-1.8x faster up to 256 KiB, the two even at 512 KiB, and
+// direct copies 1.2-1.4x faster at 1 MiB and at 64 MiB.
+constexpr std::size_t kHierarchicalDirectMin = std::size_t(1) << 20;
+
 // OpSignature::cuts of a shared-memory all-reduce: 0 for the default cuts,
 // else 24 bits of a hash of them, never 0.
 uint32_t cuts_of(const CommTuning& t) {
@@ -150,7 +160,8 @@ std::string Communicator::describe() const {
         for (int r : impl.shm->ranks()) ranks.emplace_back(r);
         o["shm"] = boost::json::object{{"bytes", impl.shm->segment_bytes()},
                                        {"slot_bytes", impl.shm->slot_bytes()},
-                                       {"ranks", std::move(ranks)}};
+                                       {"ranks", std::move(ranks)},
+                                       {"direct_everywhere", impl.shm_direct_everywhere}};
     } else {
         o["shm"] = nullptr;
     }
@@ -208,9 +219,11 @@ std::function<void()> allreduce_op(Communicator::Impl& impl, const void* in, voi
                                     ? "this host's ranks share none: " + impl.shm_unavailable
                                     : fmt::format("the ranks are on {} hosts", impl.host_count)));
     const bool through_shm =
-        impl.shm && (algorithm == Algorithm::shared_memory || algorithm == Algorithm::hierarchical);
+        impl.shm && (algorithm == Algorithm::shared_memory ||
+                     (algorithm == Algorithm::hierarchical &&
+                      !(impl.shm_direct_everywhere && bytes >= kHierarchicalDirectMin)));
     const uint32_t cuts = through_shm ? cuts_of(tuning) : 0;
-    return [&impl, in, out, count, dtype, op, call, algorithm, aux, tuning, cuts] {
+    return [&impl, in, out, count, dtype, op, call, algorithm, aux, tuning, cuts, through_shm] {
         OpSignature sig{OpKind::allreduce, static_cast<uint8_t>(dtype), static_cast<uint8_t>(op),
                         static_cast<uint8_t>(algorithm), 0, 0, count, aux, cuts};
         impl.begin(sig, call);
@@ -223,7 +236,7 @@ std::function<void()> allreduce_op(Communicator::Impl& impl, const void* in, voi
             case Algorithm::star: comm::allreduce_star(engine, r); break;
             case Algorithm::doubling: comm::allreduce_doubling(engine, r); break;
             case Algorithm::hierarchical:
-                if (impl.shm)
+                if (through_shm)
                     comm::shm::allreduce_hierarchical(*impl.shm, engine, impl.hosts, r);
                 else
                     comm::allreduce_hierarchical(engine, impl.hosts, r);

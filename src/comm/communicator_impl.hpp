@@ -64,6 +64,9 @@ struct Communicator::Impl {
     std::unique_ptr<comm::shm::Group> shm;
     std::string shm_unavailable;
     bool shm_everyone = false;  // the segment holds every rank of the communicator
+    // Every rank of the segment also copies directly from every other, as
+    // they all know alike (shm::Joined::direct_everywhere).
+    bool shm_direct_everywhere = false;
     std::unique_ptr<comm::Engine> engine;
     std::shared_ptr<AbortHandle::Signal> abort_signal = std::make_shared<AbortHandle::Signal>();
     uint64_t seq = 0;

@@ -251,6 +251,44 @@ INSTANTIATE_TEST_SUITE_P(Hosts, HierarchicalLayouts,
                                            Layout{"lonely_first", 5, {"z", "a", "a", "a", "b"}}),
                          [](const ::testing::TestParamInfo<Layout>& p) { return std::string(p.param.name); });
 
+// Hierarchical's host steps, from 1 MiB, with the same number of ranks on
+// every host: a ring among the host's ranks over direct copies (shared
+// memory on, every rank copying directly) or over TCP (shared memory and
+// direct copies off), one ring per local rank across the hosts, and the
+// host's allgather; and the leaders' ring for unequal hosts. Hosts of 2 and
+// 3 ranks, neighbours or interleaved.
+class HierarchicalHostSteps : public ::testing::TestWithParam<std::tuple<Layout, bool>> {};
+
+TEST_P(HierarchicalHostSteps, MatchesTheReference) {
+    const auto& [layout, direct] = GetParam();
+    const uint64_t seed = test_seed();
+    std::mt19937_64 rng(seed);
+    const std::size_t large = (std::size_t(1) << 18) + 3;  // 1 MiB and 12 bytes of float32
+    std::vector<ReductionCase> cases;
+    cases.push_back(make_case(rng, DataType::float32, ReduceOp::sum, large, layout.n));
+    cases.push_back(make_case(rng, DataType::float32, ReduceOp::avg, large, layout.n));
+    cases.push_back(make_case(rng, DataType::bfloat16, ReduceOp::sum, 2 * large, layout.n));
+    cases.push_back(make_case(rng, DataType::int64, ReduceOp::max, large, layout.n));
+    cases.push_back(make_case(rng, DataType::float32, ReduceOp::sum, 997, layout.n));
+    World world;
+    world.direct_copy = direct;
+    if (!direct) world.shm_size = 0;
+    const std::vector<std::string> hosts = layout.hosts;
+    world.configure = [hosts](int rank, CommOptions& o) { o.host_label = hosts[static_cast<std::size_t>(rank)]; };
+    run_cases(layout.n, Algorithm::hierarchical, cases, world, seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Hosts, HierarchicalHostSteps,
+                         ::testing::Combine(::testing::Values(Layout{"pairs", 4, {"a", "a", "b", "b"}},
+                                                              Layout{"pairs_interleaved", 6, {"a", "b", "c", "a", "b", "c"}},
+                                                              Layout{"triples", 6, {"a", "a", "a", "b", "b", "b"}},
+                                                              Layout{"unequal", 5, {"a", "a", "b", "b", "b"}}),
+                                            ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<Layout, bool>>& p) {
+                             return std::string(std::get<0>(p.param).name) +
+                                    (std::get<1>(p.param) ? "_direct" : "_tcp");
+                         });
+
 // The typed convenience overload reduces a span in place.
 TEST(Allreduce, SpanOverloadReducesInPlace) {
     const auto outcomes = spawn_comms(3, [](Communicator& comm) {

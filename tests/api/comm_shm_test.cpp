@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <latch>
 #include <string>
 #include <vector>
@@ -160,6 +162,43 @@ TEST(ShmChoice, PairedHostsShareMemoryWithinEachHost) {
                 problems.add(r, "hierarchical avg gave " + std::to_string(v));
                 break;
             }
+    });
+    expect_ok(outcomes);
+    problems.expect_none(0);
+}
+
+// Host a's rank 1 copies nothing directly, so host a takes hierarchical's
+// host steps through its segment while host b, whose ranks copy directly
+// from each other, takes them through direct copies from 1 MiB. Each
+// host's ranks agree, and the two hosts still agree on what crosses
+// between them: sums are exact and every rank holds the same bytes, above
+// the 1 MiB switch and below it.
+TEST(ShmChoice, HostsThatTakeTheirStepsDifferentlyStillAgree) {
+    Problems problems;
+    World world;
+    world.configure = [](int rank, CommOptions& o) {
+        o.host_label = paired_host(rank);
+        if (rank == 1) o.direct_copy = false;
+    };
+    const auto outcomes = spawn_comms(4, world, [&](Communicator& comm) {
+        const int r = comm.rank();
+        const std::string want = r < 2 ? "\"direct_everywhere\":false" : "\"direct_everywhere\":true";
+        if (!contains(comm.describe(), want)) problems.add(r, "describe() lacks " + want + ": " + comm.describe());
+        for (const std::size_t count : {std::size_t(100003), std::size_t(300007), std::size_t(1) << 20}) {
+            std::vector<float> data(count);
+            for (std::size_t i = 0; i < count; ++i) data[i] = float((i % 1000) * (r + 1));
+            comm.allreduce(data.data(), count, DataType::float32, ReduceOp::sum, {Algorithm::hierarchical, {}});
+            for (std::size_t i = 0; i < count; ++i)
+                if (data[i] != float((i % 1000) * 10)) {
+                    problems.add(r, std::to_string(count) + " floats: element " + std::to_string(i) + " is " +
+                                        std::to_string(data[i]));
+                    break;
+                }
+            std::vector<float> avg(count, float(r + 1));
+            comm.allreduce(avg.data(), count, DataType::float32, ReduceOp::avg, {Algorithm::hierarchical, {}});
+            if (std::count(avg.begin(), avg.end(), 2.5f) != std::ptrdiff_t(count))
+                problems.add(r, std::to_string(count) + " floats: avg is not 2.5 everywhere");
+        }
     });
     expect_ok(outcomes);
     problems.expect_none(0);

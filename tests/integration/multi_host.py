@@ -17,7 +17,8 @@ them. Cases:
                   never anything else; the hierarchical all-reduce sends
                   each host's share through its link and no more (its rings
                   cross hosts, its ranks of one host meet in shared
-                  memory), where the flat ring sends more
+                  memory or, from 1 MiB, by direct copies), where the
+                  flat ring sends more
   mtu             an all-reduce of 4 MiB between 2 hosts, one with MTU 1280
                   (works: TCP's MSS follows), then with only the switch port
                   at 1280 (a black hole for full frames: a named timeout

@@ -346,7 +346,7 @@ TEST(Handshake, HelloRoundTrip) {
     // The same 78 bytes as version 1, so a version 1 peer is refused for
     // its version.
     EXPECT_EQ(kHelloFixedBytes, 78u);
-    EXPECT_EQ(kProtocolVersion, 2u);
+    EXPECT_EQ(kProtocolVersion, 3u);
     EXPECT_EQ(bytes[40], 0x64);  // pid, after the 16-byte nonce at 24
     EXPECT_EQ(bytes[44], 0x78);  // boot
     EXPECT_EQ(bytes[52], 'c');   // direct socket
@@ -421,6 +421,10 @@ TEST(Handshake, RefusalSaysWhatDiffered) {
     Hello v = hello(1, 4);
     v.version = kProtocolVersion + 1;
     EXPECT_TRUE(contains(refusal(self, v, -1), "protocol version differs"));
+    // A version 2 peer runs hierarchical with the leaders alone across hosts.
+    v.version = 2;
+    std::string old = refusal(self, v, -1);
+    EXPECT_TRUE(contains(old, "protocol version differs (this rank 3, peer 2)")) << old;
     std::string m = refusal(self, hello(1, 4, "other"), -1);
     EXPECT_TRUE(contains(m, "job id differs (this rank 'job', peer 'other')")) << m;
     m = refusal(self, hello(1, 4, "job", 8), -1);

@@ -9,6 +9,7 @@
 #include <cohort/reduce_op.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,8 +41,12 @@ inline Part part(std::size_t count, std::size_t parts, std::size_t i) {
 }
 
 // Reduce-scatter then allgather around `members` (in ring order); every
-// member ends with the whole reduction in `out`.
-void allreduce_ring(Engine& engine, std::span<const int> members, const Reduction& r, uint32_t tag_base = 0);
+// member ends with the whole reduction in `out`. With `between`, the member
+// at position p calls it on the part it owns after the reduce-scatter, part
+// (p + 1) % members.size() (its sum, avg not yet divided), and the
+// allgather then spreads what it left there; without, avg is divided there.
+void allreduce_ring(Engine& engine, std::span<const int> members, const Reduction& r, uint32_t tag_base = 0,
+                    const std::function<void(const Part& own)>& between = {});
 void allreduce_star(Engine& engine, const Reduction& r);
 void allreduce_doubling(Engine& engine, const Reduction& r);
 // hosts[rank] is the host label of each rank.

@@ -9,7 +9,8 @@
 
 namespace cohort::comm {
 
-void allreduce_ring(Engine& engine, std::span<const int> members, const Reduction& r, uint32_t tag_base) {
+void allreduce_ring(Engine& engine, std::span<const int> members, const Reduction& r, uint32_t tag_base,
+                    const std::function<void(const Part& own)>& between) {
     const std::size_t m = members.size();
     std::size_t p = 0;
     while (members[p] != engine.rank()) ++p;
@@ -33,7 +34,10 @@ void allreduce_ring(Engine& engine, std::span<const int> members, const Reductio
         }
     }
     const Part own = part(r.count, m, (p + 1) % m);
-    if (r.op == ReduceOp::avg) finish_avg(r.out + own.begin * es, own.length, r.dtype, r.avg_ranks);
+    if (between)
+        between(own);
+    else if (r.op == ReduceOp::avg)
+        finish_avg(r.out + own.begin * es, own.length, r.dtype, r.avg_ranks);
     for (std::size_t s = 0; s + 1 < m; ++s) {
         const Part send = part(r.count, m, (p + 1 + m - s) % m);
         const Part recv = part(r.count, m, (p + m - s) % m);

@@ -63,7 +63,7 @@ Segment attach(const std::string& announced, int leader, std::size_t bytes, std:
 
 }  // namespace
 
-Joined join(Store& store, const std::vector<std::string>& hosts, int rank, std::size_t bytes,
+Joined join(Store& store, const std::vector<std::string>& hosts, int rank, std::size_t bytes, bool direct,
             std::chrono::microseconds spin, std::chrono::steady_clock::time_point deadline) {
     std::vector<int> local;
     for (int r = 0; r < static_cast<int>(hosts.size()); ++r)
@@ -80,6 +80,9 @@ Joined join(Store& store, const std::vector<std::string>& hosts, int rank, std::
     if (bytes == 0) failed = "shared memory is off (shm_size 0, or COHORT_SHM_SIZE=0)";
     const std::string announce_key = fmt::format("shm/{}", leader);
     auto ready_key = [](int r) { return fmt::format("shm-ready/{}", r); };
+    // A rank that took the segment answers "ok", or "ok direct" when it also
+    // copies directly from every other rank of the host.
+    const std::string ok = direct ? "ok direct" : "ok";
     if (rank == leader) {
         std::unique_ptr<Handoff> handoff;
         if (failed.empty() && l.slot == 0) {
@@ -101,7 +104,7 @@ Joined join(Store& store, const std::vector<std::string>& hosts, int rank, std::
         }
         if (!failed.empty()) failed = fmt::format("rank {}: {}", rank, failed);
         store.set(announce_key, failed.empty() ? fmt::format("{}\n{}", handoff->name(), bytes) : "!" + failed);
-        store.set(ready_key(rank), failed.empty() ? "ok" : failed);
+        store.set(ready_key(rank), failed.empty() ? ok : failed);
         if (handoff) {
             // Until every other rank answered: those that got the segment,
             // and those that could not take it.
@@ -128,18 +131,20 @@ Joined join(Store& store, const std::vector<std::string>& hosts, int rank, std::
                 failed = fmt::format("rank {}: {}", rank, e.what());
             }
         }
-        store.set(ready_key(rank), failed.empty() ? "ok" : failed);
+        store.set(ready_key(rank), failed.empty() ? ok : failed);
     }
 
     // Everyone reads every answer, so every rank of the host decides alike.
     std::string why;
+    bool everywhere = true;
     for (int r : local) {
         const std::string answer =
-            r == rank ? (failed.empty() ? "ok" : failed) : get(store, ready_key(r), rank, r, deadline);
-        if (answer != "ok" && why.empty()) why = answer;
+            r == rank ? (failed.empty() ? ok : failed) : get(store, ready_key(r), rank, r, deadline);
+        if (answer != "ok" && answer != "ok direct" && why.empty()) why = answer;
+        everywhere = everywhere && answer == "ok direct";
     }
     if (!why.empty()) return {nullptr, why};
-    return {std::make_unique<Group>(std::move(segment), std::move(local), me, spin), ""};
+    return {std::make_unique<Group>(std::move(segment), std::move(local), me, spin), "", everywhere};
 }
 
 }  // namespace cohort::comm::shm

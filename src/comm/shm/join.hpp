@@ -20,12 +20,16 @@ namespace cohort::comm::shm {
 struct Joined {
     std::unique_ptr<Group> group;  // null: no shared memory for this rank
     std::string unavailable;       // why not, when it was wanted; "" otherwise
+    // With a group: every rank of it copies directly from every other
+    // (each said so in its answer), so all of them know it alike.
+    bool direct_everywhere = false;
 };
 
 // Ranks with this rank's host label form the group. `bytes` is the
-// segment's size (0: shared memory off). Throws Error(timeout) when a rank
-// of the host never answers before `deadline`.
-Joined join(Store& store, const std::vector<std::string>& hosts, int rank, std::size_t bytes,
+// segment's size (0: shared memory off); `direct`: this rank copies
+// directly from every other rank of its host. Throws Error(timeout) when a
+// rank of the host never answers before `deadline`.
+Joined join(Store& store, const std::vector<std::string>& hosts, int rank, std::size_t bytes, bool direct,
             std::chrono::microseconds spin, std::chrono::steady_clock::time_point deadline);
 
 }  // namespace cohort::comm::shm

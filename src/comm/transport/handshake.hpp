@@ -18,7 +18,10 @@ inline constexpr uint32_t kHelloMagic = 0x53484F43;   // "COHS"
 inline constexpr uint32_t kRefuseMagic = 0x52484F43;  // "COHR"
 // 2: the hello names a local socket for direct copies instead of a probe
 // that anyone could quote (see direct_proof.hpp).
-inline constexpr uint16_t kProtocolVersion = 2;
+// 3: hierarchical's steps changed (one ring per local rank across hosts,
+// with the same algorithm byte): a version 2 peer would wait for messages
+// this version no longer sends, so it is refused here instead.
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr std::size_t kMaxJobId = 256;
 inline constexpr std::size_t kNonceBytes = 16;
 inline constexpr std::size_t kMacBytes = 32;
