@@ -220,10 +220,20 @@ int64_t Replica::follow_and_campaign() {
 
 std::string Replica::lead() {
     const auto refresh_every = std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_ttl) / 3;
+    // A call that timed out well past its deadline was stopped mid-way (a
+    // SIGSTOP, a paused VM): it says nothing about etcd, which may well be
+    // fine and have let the lease go meanwhile. It is made again at once,
+    // and etcd is called unreachable only if that one fails too; else the
+    // woken leader would answer as the leader of an etcd that is away
+    // instead of hearing that it no longer leads. A call that failed on
+    // time is not repeated, so an etcd that is down is known as soon.
+    constexpr auto kLate = std::chrono::milliseconds(250);
+    bool again = false;
     for (;;) {
         {
             std::unique_lock lock(mutex_);
-            wake_.wait_for(lock, refresh_every, [&] { return stop_ || !deposed_.empty(); });
+            wake_.wait_for(lock, again ? std::chrono::milliseconds(0) : refresh_every,
+                           [&] { return stop_ || !deposed_.empty(); });
             if (stop_) return "the coordinator is stopping";
             if (!deposed_.empty()) return deposed_;
         }
@@ -237,11 +247,14 @@ std::string Replica::lead() {
                                    lease_.id, lease_.ttl);
             }
             confirmed_until_ = ticks(sent + std::chrono::seconds(ttl));
+            again = false;
         } catch (const std::exception& e) {
             const auto* error = dynamic_cast<const Error*>(&e);
             if (error == nullptr || (error->code() != Errc::unavailable && error->code() != Errc::timeout)) {
                 return fmt::format("etcd refused to refresh this replica's lease: {}", e.what());
             }
+            again = !again && reachable_ && SteadyClock::now() - (sent + kCall) > kLate;
+            if (again) continue;
             // etcd is away: nobody else can be elected meanwhile; the
             // server answers reads and refuses changes until it is back.
             note_error(e);
